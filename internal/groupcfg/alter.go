@@ -1,0 +1,439 @@
+package groupcfg
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+)
+
+// AlterConfig is one change of an IncrementalAlterConfigs resource.
+type AlterConfig struct {
+	Name  string
+	Op    Operation
+	Value *string // required by SET, APPEND and SUBTRACT; ignored by DELETE
+}
+
+// AlterResource is the set of changes to one resource, applied together or not at all.
+type AlterResource struct {
+	Type    ResourceType
+	Name    string // group id; for BROKER "" or this node's id
+	Configs []AlterConfig
+}
+
+// AlterResult is the outcome for one resource.
+type AlterResult struct {
+	Type         ResourceType
+	Name         string
+	ErrorCode    ErrorCode
+	ErrorMessage string // "" when ErrorCode is ErrNone
+}
+
+// alterError is a refused resource.
+type alterError struct {
+	code ErrorCode
+	msg  string
+}
+
+func invalidConfig(format string, args ...any) *alterError {
+	return &alterError{code: ErrInvalidConfig, msg: fmt.Sprintf(format, args...)}
+}
+
+func invalidRequest(format string, args ...any) *alterError {
+	return &alterError{code: ErrInvalidRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// IncrementalAlterConfigs applies changes to GROUP resources (per-group overrides) and to the
+// BROKER resource of this node (dynamic broker keys). Results are in request order. Resources
+// are validated in request order, each against the configuration the earlier ones of the same
+// request leave; all changes to one resource apply together or not at all. Group values are
+// validated against the broker bounds in force; an existing override is never re-validated.
+// Accepted changes are made durable together before any of them is acknowledged or becomes
+// visible to lookups; if that fails, every accepted resource gets UNKNOWN_SERVER_ERROR and
+// nothing changes in this process. validateOnly checks everything and stores nothing.
+func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnly bool) []AlterResult {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	results := make([]AlterResult, len(resources))
+	cur := m.view.Load()
+	state, broker := cur.state, cur.broker
+	changedGroups := map[string]bool{}
+	var accepted []int
+	var changes []string
+	seen := map[string]int{}
+	for i, r := range resources {
+		results[i] = AlterResult{Type: r.Type, Name: r.Name}
+		seen[m.resourceID(r.Type, r.Name)]++
+	}
+	for i, r := range resources {
+		var err *alterError
+		switch {
+		case m.closed:
+			err = &alterError{code: ErrUnknownServerError, msg: "the config manager is closed (coordinatord is shutting down)"}
+		case seen[m.resourceID(r.Type, r.Name)] > 1:
+			err = invalidRequest("resource %s %s appears more than once in the request; send each resource once", r.Type, show(nil, r.Name))
+		case r.Type == ResourceGroup:
+			var next map[string]string
+			var changed bool
+			next, changed, err = m.alterGroup(r, state, broker)
+			if err == nil && changed {
+				state = state.withGroup(r.Name, next)
+				changedGroups[r.Name] = true
+			}
+		case r.Type == ResourceBroker:
+			var next *brokerState
+			var dyn map[string]string
+			next, dyn, err = m.alterBroker(r, state, broker)
+			if err == nil && next != nil {
+				state, broker = state.withBroker(dyn), next
+			}
+		default:
+			err = unsupportedResource(r.Type)
+		}
+		if err != nil {
+			results[i].ErrorCode, results[i].ErrorMessage = err.code, err.msg
+			continue
+		}
+		accepted = append(accepted, i)
+		changes = append(changes, r.Type.String()+" "+show(nil, r.Name)+": "+describeChanges(m.sch, r))
+	}
+	if validateOnly || state == cur.state {
+		return results
+	}
+	next := *state
+	next.Generation = cur.state.Generation + 1
+	if err := m.store.write(&next); err != nil {
+		m.logger.Error("config change not applied: the config store could not make it durable", zap.Error(err))
+		for _, i := range accepted {
+			results[i].ErrorCode = ErrUnknownServerError
+			results[i].ErrorMessage = "the change could not be made durable and was not applied: " + err.Error()
+		}
+		return results
+	}
+	m.view.Store(m.buildView(&next, broker, cur, changedGroups))
+	m.logger.Info("config store updated", zap.Uint64("generation", next.Generation), zap.Strings("changes", changes))
+	return results
+}
+
+// resourceID identifies a resource for duplicate detection: the BROKER names of this node are
+// one resource.
+func (m *Manager) resourceID(t ResourceType, name string) string {
+	if t == ResourceBroker && m.isThisNode(name) {
+		name = ""
+	}
+	return strconv.Itoa(int(t)) + "/" + name
+}
+
+func (m *Manager) isThisNode(name string) bool {
+	if name == "" {
+		return true
+	}
+	n, err := strconv.ParseInt(name, 10, 32)
+	return err == nil && int32(n) == m.nodeID
+}
+
+func unsupportedResource(t ResourceType) *alterError {
+	if t == ResourceTopic {
+		return invalidRequest("TOPIC resources are not supported by coordinatord")
+	}
+	return invalidRequest("resource type %d is not supported; use BROKER (4) or GROUP (32)", int(t))
+}
+
+// checkNode refuses a BROKER resource that names another node.
+func (m *Manager) checkNode(name string) *alterError {
+	if m.isThisNode(name) {
+		return nil
+	}
+	return invalidRequest("BROKER resource %s is not this node: coordinatord configures only itself; name it \"\" or %q (its node id)",
+		show(nil, name), strconv.Itoa(int(m.nodeID)))
+}
+
+// checkOps refuses malformed changes: duplicate names, unknown operations, missing values.
+func checkOps(r AlterResource) *alterError {
+	if !utf8.ValidString(r.Name) {
+		return invalidRequest("resource name %s is not valid UTF-8", show(nil, r.Name))
+	}
+	names := map[string]bool{}
+	for _, c := range r.Configs {
+		if !utf8.ValidString(c.Name) || (c.Value != nil && !utf8.ValidString(*c.Value)) {
+			return invalidRequest("config %s: names and values must be valid UTF-8", show(nil, c.Name))
+		}
+		if names[c.Name] {
+			return invalidRequest("config %s appears more than once in the changes to %s %s; send one change per config",
+				show(nil, c.Name), r.Type, show(nil, r.Name))
+		}
+		names[c.Name] = true
+		switch c.Op {
+		case OpSet, OpAppend, OpSubtract:
+			if c.Value == nil {
+				return invalidRequest("%s of %s needs a value", c.Op, show(nil, c.Name))
+			}
+		case OpDelete:
+		default:
+			return invalidConfig("config operation %d of %s is not one of SET (1), DELETE (2), APPEND (3), SUBTRACT (4)",
+				int(c.Op), show(nil, c.Name))
+		}
+	}
+	return nil
+}
+
+// alterGroup validates the changes to one group and returns its resulting overrides.
+func (m *Manager) alterGroup(r AlterResource, state *storeState, b *brokerState) (map[string]string, bool, *alterError) {
+	if r.Name == "" {
+		return nil, false, invalidRequest("a GROUP resource needs a group id; the name is empty")
+	}
+	if err := checkOps(r); err != nil {
+		return nil, false, err
+	}
+	old := state.Groups[r.Name]
+	next := maps.Clone(old)
+	if next == nil {
+		next = map[string]string{}
+	}
+	touched := map[string]bool{}
+	for _, c := range r.Configs {
+		d, ok := m.sch.lookup(c.Name)
+		switch {
+		case !ok:
+			return nil, false, invalidConfig("unknown group config %s; DescribeConfigs on a GROUP resource lists the group configs", show(nil, c.Name))
+		case d.Scope != ScopeGroup:
+			return nil, false, invalidConfig("%s is a broker config, not a group config; %s", d.Name, brokerChangeHint(d))
+		case (c.Op == OpAppend || c.Op == OpSubtract) && d.Type != TypeList:
+			return nil, false, invalidConfig("%s applies to LIST configs only and %s has type %s; use SET", c.Op, d.Name, d.Type)
+		}
+		touched[d.Name] = true
+		if c.Op == OpDelete {
+			delete(next, d.Name)
+			continue
+		}
+		text := *c.Value
+		if c.Op != OpSet {
+			current := m.evalGroup(b, m.defaultGroup(b), next).vals[m.sch.groupPos[d.Name]]
+			var err *alterError
+			if text, err = listOp(d, c, current); err != nil {
+				return nil, false, err
+			}
+		}
+		v, err := m.checkGroupValue(d, text, b)
+		if err != nil {
+			return nil, false, err
+		}
+		next[d.Name] = v.text
+	}
+	if err := m.checkGroupRelations(next, touched, b); err != nil {
+		return nil, false, err
+	}
+	return next, !maps.Equal(old, next), nil
+}
+
+// listOp returns the text a change sets: its value for SET, or the LIST value in force with the
+// items added (APPEND) or removed (SUBTRACT).
+func listOp(d *Definition, c AlterConfig, current value) (string, *alterError) {
+	if c.Op == OpSet {
+		return *c.Value, nil
+	}
+	items, ok := parseValue(TypeList, *c.Value)
+	if !ok {
+		return "", invalidConfig("%s=%s is not a valid list", d.Name, show(d, *c.Value))
+	}
+	out := slices.Clone(current.list)
+	for _, item := range items.list {
+		at := slices.Index(out, item)
+		switch {
+		case c.Op == OpAppend && at < 0:
+			out = append(out, item)
+		case c.Op == OpSubtract && at >= 0:
+			out = slices.Delete(out, at, at+1)
+		}
+	}
+	return strings.Join(out, ","), nil
+}
+
+// checkGroupValue validates a group value: its type and validator, then, for numeric keys, the
+// bounds in force.
+func (m *Manager) checkGroupValue(d *Definition, text string, b *brokerState) (value, *alterError) {
+	v, bad := checkStatic(d, text)
+	shown := show(d, strings.TrimSpace(text))
+	if !isNumeric(d.Type) {
+		switch {
+		case bad == nil:
+			return v, nil
+		case bad.badType:
+			return v, invalidConfig("%s=%s is not a valid %s: set %s", d.Name, shown, d.Type, expected(d, 0, 0))
+		}
+		return v, invalidConfig("%s=%s %s", d.Name, shown, bad.reason)
+	}
+	bn := groupBounds(d, b)
+	if bad != nil && bad.badType {
+		return v, invalidConfig("%s=%s is not a valid %s: set a whole number in %s (%s)",
+			d.Name, shown, d.Type, formatRange(bn.lo, bn.hi), bn.explain(d))
+	}
+	if v.num >= bn.lo && v.num <= bn.hi {
+		return v, nil
+	}
+	hint := ""
+	switch {
+	case v.num > bn.hi && bn.hiKey != "":
+		hint = ", or first raise " + bn.hiKey + boundChangeWhere(m.sch, bn.hiKey)
+	case v.num < bn.lo && bn.loKey != "":
+		hint = ", or first lower " + bn.loKey + boundChangeWhere(m.sch, bn.loKey)
+	}
+	return v, invalidConfig("%s=%s is out of range %s: %s; set a value in %s%s",
+		d.Name, shown, formatRange(bn.lo, bn.hi), bn.explain(d), formatRange(bn.lo, bn.hi), hint)
+}
+
+// boundChangeWhere says how a broker key that bounds group values is changed.
+func boundChangeWhere(sch *schema, key string) string {
+	if d, ok := sch.lookup(key); ok && d.Dynamic {
+		return " on the BROKER resource"
+	}
+	return " in the broker configuration (restart needed)"
+}
+
+// brokerChangeHint says how a broker key is changed.
+func brokerChangeHint(d *Definition) string {
+	if d.Dynamic {
+		return "alter it on the BROKER resource"
+	}
+	return "set it in the properties file, environment or --override and restart"
+}
+
+// groupLessThan are the relations between group keys that alters must keep (Kafka: the session
+// timeout must be greater than the heartbeat interval).
+func groupLessThan() [][2]string {
+	return [][2]string{{keyHeartbeatInterval, keySessionTimeout}}
+}
+
+// checkGroupRelations checks the relations that involve a touched key, on the values the group
+// would run with (its resulting overrides, clamped, or the inherited values).
+func (m *Manager) checkGroupRelations(next map[string]string, touched map[string]bool, b *brokerState) *alterError {
+	var eff *groupValues
+	for _, rel := range groupLessThan() {
+		lo, hi := rel[0], rel[1]
+		if !touched[lo] && !touched[hi] {
+			continue
+		}
+		if eff == nil {
+			eff = m.evalGroup(b, m.defaultGroup(b), next)
+		}
+		loV, hiV := eff.vals[m.sch.groupPos[lo]].num, eff.vals[m.sch.groupPos[hi]].num
+		if loV < hiV {
+			continue
+		}
+		origin := func(key string) string {
+			if _, set := next[key]; set {
+				return ""
+			}
+			return " (inherited)"
+		}
+		return invalidConfig("%s=%d%s must be greater than %s=%d%s; raise %s or lower %s",
+			hi, hiV, origin(hi), lo, loV, origin(lo), hi, lo)
+	}
+	return nil
+}
+
+// alterBroker validates the changes to this node's dynamic broker keys and returns the broker
+// values and stored dynamic values that result (nil when nothing changes).
+func (m *Manager) alterBroker(r AlterResource, state *storeState, b *brokerState) (*brokerState, map[string]string, *alterError) {
+	if err := m.checkNode(r.Name); err != nil {
+		return nil, nil, err
+	}
+	if err := checkOps(r); err != nil {
+		return nil, nil, err
+	}
+	dyn := maps.Clone(state.Broker)
+	next := b.clone()
+	for _, c := range r.Configs {
+		d, ok := m.sch.lookup(c.Name)
+		switch {
+		case !ok:
+			return nil, nil, invalidConfig("unknown broker config %s; DescribeConfigs on the BROKER resource lists the broker configs", show(nil, c.Name))
+		case d.Scope != ScopeBroker:
+			return nil, nil, invalidConfig("%s is a group config, not a broker config; alter it on a GROUP resource", d.Name)
+		case !d.Dynamic:
+			return nil, nil, invalidConfig("%s cannot be updated dynamically; set it in the properties file, environment or --override and restart", d.Name)
+		case (c.Op == OpAppend || c.Op == OpSubtract) && d.Type != TypeList:
+			return nil, nil, invalidConfig("%s applies to LIST configs only and %s has type %s; use SET", c.Op, d.Name, d.Type)
+		}
+		i := m.sch.index[d.Name]
+		if c.Op == OpDelete {
+			delete(dyn, d.Name)
+			next.vals[i], next.source[i], next.origin[i] = m.static.state.vals[i], m.static.state.source[i], m.static.state.origin[i]
+			continue
+		}
+		text, err := listOp(d, c, next.vals[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		v, bad := checkStatic(d, text)
+		if bad != nil {
+			return nil, nil, invalidConfig("%s", dynamicMessage(d, text, bad))
+		}
+		dyn[d.Name] = v.text
+		next.vals[i], next.source[i], next.origin[i] = v, SourceDynamicBrokerConfig, "dynamic"
+	}
+	valid := make(map[int]bool, len(m.sch.broker))
+	for _, i := range m.sch.broker {
+		valid[i] = true
+	}
+	if problems := crossCheck(m.sch, next, valid); len(problems) > 0 {
+		return nil, nil, invalidConfig("%s", problems[0].Message)
+	}
+	if maps.Equal(dyn, state.Broker) {
+		return nil, nil, nil
+	}
+	return next, dyn, nil
+}
+
+// dynamicMessage explains why a dynamic broker value is refused.
+func dynamicMessage(d *Definition, text string, v *violation) string {
+	lo, hi := staticRange(d)
+	shown := show(d, strings.TrimSpace(text))
+	switch {
+	case v.badType:
+		return fmt.Sprintf("%s=%s is not a valid %s: set %s", d.Name, shown, d.Type, expected(d, lo, hi))
+	case v.below && d.Migration != "":
+		return fmt.Sprintf("%s=%s is out of range %s: %s; set a value in %s", d.Name, shown, formatRange(lo, hi), d.Migration, formatRange(lo, hi))
+	case v.below || v.above:
+		return fmt.Sprintf("%s=%s is out of range %s: set a value in %s", d.Name, shown, formatRange(lo, hi), formatRange(lo, hi))
+	}
+	return fmt.Sprintf("%s=%s %s", d.Name, shown, v.reason)
+}
+
+// describeChanges renders a resource's changes for the log, secrets masked.
+func describeChanges(sch *schema, r AlterResource) string {
+	parts := make([]string, 0, len(r.Configs))
+	for _, c := range r.Configs {
+		d, _ := sch.lookup(c.Name)
+		switch {
+		case c.Op == OpDelete:
+			parts = append(parts, "DELETE "+c.Name)
+		case c.Value != nil:
+			parts = append(parts, c.Op.String()+" "+c.Name+"="+show(d, *c.Value))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// withGroup returns a copy of st in which group's overrides are next (none: the group is removed).
+func (st *storeState) withGroup(group string, next map[string]string) *storeState {
+	c := *st
+	c.Groups = maps.Clone(st.Groups)
+	if len(next) == 0 {
+		delete(c.Groups, group)
+	} else {
+		c.Groups[group] = next
+	}
+	return &c
+}
+
+// withBroker returns a copy of st with the stored dynamic broker values dyn.
+func (st *storeState) withBroker(dyn map[string]string) *storeState {
+	c := *st
+	c.Broker = dyn
+	return &c
+}

@@ -1,0 +1,378 @@
+package groupcfg
+
+import "math"
+
+// Key names the code refers to. The table below is the authority on every key.
+const (
+	keyNumPartitions        = "share.coordinator.state.topic.num.partitions"
+	keySegmentBytes         = "share.coordinator.state.topic.segment.bytes"
+	keySnapshotCeiling      = "share.coordinator.snapshot.update.records.per.snapshot"
+	keyAppendLingerMs       = "share.coordinator.append.linger.ms"
+	keyWriteTimeoutMs       = "share.coordinator.write.timeout.ms"
+	keyLoadBufferSize       = "share.coordinator.load.buffer.size"
+	keyPruneIntervalMs      = "share.coordinator.state.topic.prune.interval.ms"
+	keyColdSnapshotInterval = "share.coordinator.cold.partition.snapshot.interval.ms"
+
+	keyBrokerSessionTimeout       = "group.share.session.timeout.ms"
+	keyBrokerMinSessionTimeout    = "group.share.min.session.timeout.ms"
+	keyBrokerMaxSessionTimeout    = "group.share.max.session.timeout.ms"
+	keyBrokerHeartbeatInterval    = "group.share.heartbeat.interval.ms"
+	keyBrokerMinHeartbeatInterval = "group.share.min.heartbeat.interval.ms"
+	keyBrokerMaxHeartbeatInterval = "group.share.max.heartbeat.interval.ms"
+	keyBrokerRecordLockDuration   = "group.share.record.lock.duration.ms"
+	keyBrokerMinRecordLock        = "group.share.min.record.lock.duration.ms"
+	keyBrokerMaxRecordLock        = "group.share.max.record.lock.duration.ms"
+	keyBrokerDeliveryCountLimit   = "group.share.delivery.count.limit"
+	keyBrokerMinDeliveryCount     = "group.share.min.delivery.count.limit"
+	keyBrokerMaxDeliveryCount     = "group.share.max.delivery.count.limit"
+	keyBrokerRecordLocks          = "group.share.partition.max.record.locks"
+	keyBrokerMinRecordLocks       = "group.share.min.partition.max.record.locks"
+	keyBrokerMaxRecordLocks       = "group.share.max.partition.max.record.locks"
+	keyBrokerAssignmentInterval   = "group.share.assignment.interval.ms"
+	keyBrokerMinAssignment        = "group.share.min.assignment.interval.ms"
+	keyBrokerMaxAssignment        = "group.share.max.assignment.interval.ms"
+	keyBrokerAssignorOffload      = "group.share.assignor.offload.enable"
+
+	keyMaxPartitionsPerRequest = "max.partitions.per.request"
+	keyGRPCMaxRecvMessageBytes = "grpc.max.recv.message.bytes"
+	keyGRPCMaxConcurrentStream = "grpc.max.concurrent.streams"
+	keyGRPCKeepaliveMinTimeMs  = "grpc.keepalive.min.time.ms"
+	keyGRPCKeepaliveTimeMs     = "grpc.keepalive.time.ms"
+	keyGRPCKeepaliveTimeoutMs  = "grpc.keepalive.timeout.ms"
+	keyShutdownDrainTimeoutMs  = "shutdown.drain.timeout.ms"
+	keyMetricsGroupLabelMax    = "metrics.group.label.max"
+
+	keySessionTimeout      = "share.session.timeout.ms"
+	keyHeartbeatInterval   = "share.heartbeat.interval.ms"
+	keyRecordLockDuration  = "share.record.lock.duration.ms"
+	keyDeliveryCountLimit  = "share.delivery.count.limit"
+	keyRecordLocks         = "share.partition.max.record.locks"
+	keyRenewAcknowledge    = "share.renew.acknowledge.enable"
+	keyAutoOffsetReset     = "share.auto.offset.reset"
+	keyIsolationLevel      = "share.isolation.level"
+	keyAssignmentInterval  = "share.assignment.interval.ms"
+	keyAssignorOffload     = "share.assignor.offload.enable"
+	keyDeadLetterTopicName = "errors.deadletterqueue.topic.name"
+	keyDeadLetterCopy      = "errors.deadletterqueue.copy.record.enable"
+	keyGroupSnapshotLimit  = "share.snapshot.update.records.per.snapshot"
+)
+
+// snapshotFloor is the smallest snapshot limit coordinatord accepts, broker-wide or per group.
+const snapshotFloor = 200
+
+// Definitions returns the table of every config key, a fresh copy on each call: the
+// share.coordinator.* keys of a standalone share coordinator, the group.share.* broker defaults
+// and bounds of the share-group configs, coordinatord's own server keys (Server), and the
+// share-group configs that are set per group (ScopeGroup). Names, types, defaults and bounds
+// follow Kafka except where a Doc says otherwise.
+func Definitions() []Definition {
+	return []Definition{
+		// share.coordinator.* (Kafka's ShareCoordinatorConfig) that apply to a standalone service.
+		{
+			Name: keyNumPartitions, Type: TypeInt, Default: "50", Validator: Between(1, 10000),
+			Importance: ImportanceHigh, Scope: ScopeBroker,
+			Doc: "The number of partitions for the share-group state topic (should not change after deployment). " +
+				"Every share-partition key is routed by hash to one of them. coordinatord records the value in the data " +
+				"directory on first start and refuses to start with a different value, because routing would silently move keys.",
+		},
+		{
+			Name: keySegmentBytes, Type: TypeInt, Default: "104857600", Validator: AtLeast(1 << 20),
+			Importance: ImportanceHigh, Scope: ScopeBroker,
+			Doc: "The log segment size for the share-group state topic: a state log starts a new segment file when the " +
+				"active one would grow past it. coordinatord requires at least 1 MiB (Kafka accepts 1 byte): a standalone " +
+				"log with tiny segments only multiplies files, open handles and directory fsyncs.",
+		},
+		{
+			Name: keySnapshotCeiling, Type: TypeInt, Default: "500", Validator: Between(snapshotFloor, 1000),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Dynamic: true,
+			Migration: "values below 200 are no longer supported",
+			Doc: "The number of update records the share coordinator writes between snapshot records, applied as a ceiling " +
+				"across all share groups: a group may choose a lower value with share.snapshot.update.records.per.snapshot. " +
+				"Must be in [200, 1000]; values below 200 (including the formerly documented 0) stop start-up. A high value " +
+				"stalls pruning of busy state partitions and lengthens replay on start; a low value writes large snapshots " +
+				"often. Alterable at run time on the BROKER resource; lowering it does not re-validate group overrides, whose " +
+				"effective value is clamped to it instead.",
+		},
+		{
+			Name: keyAppendLingerMs, Type: TypeInt, Default: "-1", Validator: AtLeast(-1),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The duration in milliseconds that the share coordinator will wait for writes to accumulate before flushing " +
+				"them to disk. Set to -1 for an adaptive linger time that minimizes latency based on the workload; 0 flushes " +
+				"(fsyncs) after every operation.",
+		},
+		{
+			Name: keyWriteTimeoutMs, Type: TypeInt, Default: "5000", Validator: AtLeast(1),
+			Importance: ImportanceHigh, Scope: ScopeBroker,
+			Doc: "The duration in milliseconds that the share coordinator will wait for a write to become durable (written " +
+				"and fsynced). A write that takes longer is answered with COORDINATOR_NOT_AVAILABLE and stays applied.",
+		},
+		{
+			Name: keyLoadBufferSize, Type: TypeInt, Default: "5242880", Validator: AtLeast(1),
+			Importance: ImportanceHigh, Scope: ScopeBroker,
+			Doc: "Batch size in bytes for reading a state log when loading state information into memory on start " +
+				"(soft-limit, overridden if records are too large).",
+		},
+		{
+			Name: keyPruneIntervalMs, Type: TypeInt, Default: "300000", Validator: AtLeast(1),
+			Importance: ImportanceLow, Scope: ScopeBroker, Internal: true,
+			Doc: "The duration in milliseconds that the share coordinator will wait between pruning eligible records in " +
+				"share-group state logs.",
+		},
+		{
+			Name: keyColdSnapshotInterval, Type: TypeInt, Default: "300000", Validator: AtLeast(1),
+			Importance: ImportanceLow, Scope: ScopeBroker, Internal: true,
+			Doc: "The duration in milliseconds that the share coordinator will wait between force snapshotting share " +
+				"partitions which are not being updated.",
+		},
+
+		// group.share.* (Kafka's GroupCoordinatorConfig / ShareGroupConfig): the defaults of the
+		// share-group configs and the bounds a group value must lie in. Static.
+		{
+			Name: keyBrokerSessionTimeout, Type: TypeInt, Default: "45000", Validator: AtLeast(1),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The timeout to detect client failures when using the share group protocol; the default of " +
+				"share.session.timeout.ms.",
+		},
+		{
+			Name: keyBrokerMinSessionTimeout, Type: TypeInt, Default: "45000", Validator: AtLeast(1),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The minimum allowed session timeout for share group members (lower bound of share.session.timeout.ms).",
+		},
+		{
+			Name: keyBrokerMaxSessionTimeout, Type: TypeInt, Default: "60000", Validator: AtLeast(1),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The maximum allowed session timeout for share group members (upper bound of share.session.timeout.ms).",
+		},
+		{
+			Name: keyBrokerHeartbeatInterval, Type: TypeInt, Default: "5000", Validator: AtLeast(1),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The heartbeat interval given to the members of a share group; the default of share.heartbeat.interval.ms. " +
+				"Must be less than group.share.session.timeout.ms.",
+		},
+		{
+			Name: keyBrokerMinHeartbeatInterval, Type: TypeInt, Default: "5000", Validator: AtLeast(1),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The minimum heartbeat interval for share group members (lower bound of share.heartbeat.interval.ms).",
+		},
+		{
+			Name: keyBrokerMaxHeartbeatInterval, Type: TypeInt, Default: "15000", Validator: AtLeast(1),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The maximum heartbeat interval for share group members (upper bound of share.heartbeat.interval.ms).",
+		},
+		{
+			Name: keyBrokerRecordLockDuration, Type: TypeInt, Default: "30000", Validator: Between(1000, 3600000),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The record acquisition lock duration in milliseconds for share groups; the default of " +
+				"share.record.lock.duration.ms.",
+		},
+		{
+			Name: keyBrokerMinRecordLock, Type: TypeInt, Default: "15000", Validator: Between(1000, 30000),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The minimum value of a group configuration for record acquisition lock duration in milliseconds " +
+				"(lower bound of share.record.lock.duration.ms).",
+		},
+		{
+			Name: keyBrokerMaxRecordLock, Type: TypeInt, Default: "60000", Validator: Between(30000, 3600000),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The maximum value of a group configuration for record acquisition lock duration in milliseconds " +
+				"(upper bound of share.record.lock.duration.ms).",
+		},
+		{
+			Name: keyBrokerDeliveryCountLimit, Type: TypeInt, Default: "5", Validator: Between(2, 10),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The maximum number of delivery attempts for a record delivered to a share group; the default of " +
+				"share.delivery.count.limit.",
+		},
+		{
+			Name: keyBrokerMinDeliveryCount, Type: TypeInt, Default: "2", Validator: Between(2, 5),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The minimum value of a group configuration for the maximum number of delivery attempts for a record " +
+				"delivered to a share group (lower bound of share.delivery.count.limit).",
+		},
+		{
+			Name: keyBrokerMaxDeliveryCount, Type: TypeInt, Default: "10", Validator: Between(5, 25),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The maximum value of a group configuration for the maximum number of delivery attempts for a record " +
+				"delivered to a share group (upper bound of share.delivery.count.limit).",
+		},
+		{
+			Name: keyBrokerRecordLocks, Type: TypeInt, Default: "2000", Validator: Between(100, 10000),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "Share-group record lock limit per share-partition; the default of share.partition.max.record.locks.",
+		},
+		{
+			Name: keyBrokerMinRecordLocks, Type: TypeInt, Default: "100", Validator: Between(100, 2000),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The minimum value of a group configuration for the record lock limit per share-partition (lower bound " +
+				"of share.partition.max.record.locks).",
+		},
+		{
+			Name: keyBrokerMaxRecordLocks, Type: TypeInt, Default: "4000", Validator: Between(2000, 10000),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The maximum value of a group configuration for the record lock limit per share-partition (upper bound " +
+				"of share.partition.max.record.locks).",
+		},
+		{
+			Name: keyBrokerAssignmentInterval, Type: TypeInt, Default: "1000", Validator: AtLeast(0),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The interval between assignment updates for a share group, in milliseconds; the default of " +
+				"share.assignment.interval.ms.",
+		},
+		{
+			Name: keyBrokerMinAssignment, Type: TypeInt, Default: "0", Validator: AtLeast(0),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The minimum interval between assignment updates for a share group (lower bound of " +
+				"share.assignment.interval.ms).",
+		},
+		{
+			Name: keyBrokerMaxAssignment, Type: TypeInt, Default: "15000", Validator: AtLeast(0),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The maximum interval between assignment updates for a share group (upper bound of " +
+				"share.assignment.interval.ms).",
+		},
+		{
+			Name: keyBrokerAssignorOffload, Type: TypeBoolean, Default: "true",
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "Whether to offload share group assignment to a group coordinator background thread; the default of " +
+				"share.assignor.offload.enable.",
+		},
+
+		// coordinatord server keys: no Kafka counterpart. Static.
+		{
+			Name: keyMaxPartitionsPerRequest, Type: TypeInt, Default: "5000", Validator: Between(1, 100000),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "The most share partitions one state RPC (Initialize, Read, Write, Delete, ReadSummary) may carry; " +
+				"larger requests are refused.",
+		},
+		{
+			Name: keyGRPCMaxRecvMessageBytes, Type: TypeInt, Default: "16777216", Validator: Between(1024, 268435456),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "The largest gRPC request message the server accepts, in bytes.",
+		},
+		{
+			Name: keyGRPCMaxConcurrentStream, Type: TypeInt, Default: "1024", Validator: Between(1, 1000000),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "The most concurrent gRPC streams (in-flight RPCs) per client connection.",
+		},
+		{
+			Name: keyGRPCKeepaliveMinTimeMs, Type: TypeLong, Default: "10000", Validator: AtLeast(0),
+			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
+			Doc: "Keepalive enforcement: the shortest interval in milliseconds at which a client may send keepalive " +
+				"pings; a client that pings more often is disconnected.",
+		},
+		{
+			Name: keyGRPCKeepaliveTimeMs, Type: TypeLong, Default: "60000", Validator: AtLeast(1000),
+			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
+			Doc: "The server pings a client connection that has been idle this long, in milliseconds, to check that it " +
+				"is alive (gRPC does not ping more often than once a second).",
+		},
+		{
+			Name: keyGRPCKeepaliveTimeoutMs, Type: TypeLong, Default: "20000", Validator: AtLeast(1),
+			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
+			Doc: "After a keepalive ping, the time in milliseconds the server waits for any activity before it closes " +
+				"the connection.",
+		},
+		{
+			Name: keyShutdownDrainTimeoutMs, Type: TypeLong, Default: "20000", Validator: AtLeast(0),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "On shutdown, the time in milliseconds in-flight RPCs may take to finish before they are cancelled.",
+		},
+		{
+			Name: keyMetricsGroupLabelMax, Type: TypeInt, Default: "100", Validator: Between(0, 100000),
+			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
+			Doc: "The most share groups that get their own group label value on per-group metrics; records of further " +
+				"groups are counted under group=\"__other__\" (0 counts every group there).",
+		},
+
+		// Share-group configs (Kafka's GroupConfig), set per group with IncrementalAlterConfigs on a
+		// GROUP resource. Unset ones inherit their Synonym's value in force.
+		{
+			Name: keySessionTimeout, Type: TypeInt, Default: "45000", Validator: AtLeast(1),
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Synonym: keyBrokerSessionTimeout, MinKey: keyBrokerMinSessionTimeout, MaxKey: keyBrokerMaxSessionTimeout,
+			Doc: "The timeout to detect client failures when using the share group protocol. Must be greater than " +
+				"share.heartbeat.interval.ms.",
+		},
+		{
+			Name: keyHeartbeatInterval, Type: TypeInt, Default: "5000", Validator: AtLeast(1),
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Synonym: keyBrokerHeartbeatInterval, MinKey: keyBrokerMinHeartbeatInterval, MaxKey: keyBrokerMaxHeartbeatInterval,
+			Doc: "The heartbeat interval given to the members of a share group.",
+		},
+		{
+			Name: keyRecordLockDuration, Type: TypeInt, Default: "30000", Validator: AtLeast(1000),
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Synonym: keyBrokerRecordLockDuration, MinKey: keyBrokerMinRecordLock, MaxKey: keyBrokerMaxRecordLock,
+			Doc: "The record acquisition lock duration in milliseconds for share groups.",
+		},
+		{
+			Name: keyDeliveryCountLimit, Type: TypeInt, Default: "5", Validator: AtLeast(2),
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Synonym: keyBrokerDeliveryCountLimit, MinKey: keyBrokerMinDeliveryCount, MaxKey: keyBrokerMaxDeliveryCount,
+			Doc: "The maximum number of delivery attempts for a record delivered to a share group. When it is lowered " +
+				"while records are in flight, one final attempt beyond the new limit may be made before a record is archived.",
+		},
+		{
+			Name: keyRecordLocks, Type: TypeInt, Default: "2000", Validator: AtLeast(100),
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Synonym: keyBrokerRecordLocks, MinKey: keyBrokerMinRecordLocks, MaxKey: keyBrokerMaxRecordLocks,
+			Doc: "Share-group record lock limit per share-partition.",
+		},
+		{
+			Name: keyRenewAcknowledge, Type: TypeBoolean, Default: "true",
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Doc: "Whether the renew acknowledge type is enabled for the share group.",
+		},
+		{
+			Name: keyAutoOffsetReset, Type: TypeString, Default: "latest",
+			Validator:  Rule{Desc: "earliest, latest or by_duration:<ISO-8601 duration, not negative>", Check: checkAutoOffsetReset},
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Doc: "The strategy to initialize the share-partition start offset: earliest (the earliest offset), latest " +
+				"(the latest offset) or by_duration:<duration> (the offset of that long before the current time, e.g. " +
+				"by_duration:PT1H; ISO-8601 format PnDTnHnMn.nS, not negative).",
+		},
+		{
+			Name: keyIsolationLevel, Type: TypeString, Default: "read_uncommitted",
+			Validator:  OneOf{"read_committed", "read_uncommitted"},
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Doc: "Controls how to read records written transactionally. If set to read_committed, the share group will " +
+				"only deliver transactional records which have been committed. If set to read_uncommitted, the share group " +
+				"will return all messages, even transactional messages which have been aborted. Non-transactional records " +
+				"will be returned unconditionally in either mode.",
+		},
+		{
+			Name: keyAssignmentInterval, Type: TypeInt, Default: "1000", Validator: AtLeast(0),
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Synonym: keyBrokerAssignmentInterval, MinKey: keyBrokerMinAssignment, MaxKey: keyBrokerMaxAssignment,
+			Doc: "The interval between assignment updates for a share group, in milliseconds.",
+		},
+		{
+			Name: keyAssignorOffload, Type: TypeBoolean, Default: "true",
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Synonym: keyBrokerAssignorOffload,
+			Doc:     "Whether to offload share group assignment to a group coordinator background thread.",
+		},
+		{
+			Name: keyDeadLetterTopicName, Type: TypeString, Default: "",
+			Validator:  Rule{Desc: `a topic name not starting with "__"`, Check: checkDeadLetterTopicName},
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Doc: "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share group. If blank " +
+				"(the default), the group does not have a DLQ topic.",
+		},
+		{
+			Name: keyDeadLetterCopy, Type: TypeBoolean, Default: "false",
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Doc: "When writing onto the dead-letter queue topic, whether to copy the original record onto the DLQ topic, " +
+				"or just write a record containing the context information headers.",
+		},
+		{
+			Name: keyGroupSnapshotLimit, Type: TypeInt, Default: "500", Validator: Between(snapshotFloor, math.MaxInt32),
+			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
+			Synonym: keySnapshotCeiling, MaxKey: keySnapshotCeiling,
+			Doc: "The number of update records the share coordinator writes between snapshot records for this group's " +
+				"share partitions. Unset, the group follows share.coordinator.snapshot.update.records.per.snapshot as it " +
+				"is at the time. Set, it must lie in [200, that broker value]; if the broker value is later lowered below " +
+				"it, the override is kept and the lower broker value applies.",
+		},
+	}
+}

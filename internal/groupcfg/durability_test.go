@@ -1,0 +1,326 @@
+package groupcfg
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"go.uber.org/zap"
+)
+
+const crashChildEnv = "GROUPCFG_CRASH_CHILD_DIR"
+
+// generationValues is what one update of the crash workloads sets: every value carries i, in
+// two keys of one group and one key of another, so that a mix of two updates is visible.
+func generationUpdate(i int) []AlterResource {
+	return []AlterResource{
+		groupRes("g1", set(keyDeadLetterTopicName, fmt.Sprintf("t-%d", i)), set(keyAutoOffsetReset, fmt.Sprintf("by_duration:PT%dS", i))),
+		groupRes("g2", set(keyDeadLetterTopicName, fmt.Sprintf("t-%d", i))),
+	}
+}
+
+// generationOf returns the update the Manager's values come from (0: none), or an error if the
+// values mix updates.
+func generationOf(m *Manager) (int, error) {
+	g1 := m.DeadLetterTopicName("g1")
+	reset := m.AutoOffsetReset("g1")
+	g2 := m.DeadLetterTopicName("g2")
+	if g1 == "" && g2 == "" && reset == "latest" {
+		return 0, nil
+	}
+	i, err := strconv.Atoi(strings.TrimPrefix(g1, "t-"))
+	if err != nil || reset != fmt.Sprintf("by_duration:PT%dS", i) || g2 != g1 {
+		return 0, fmt.Errorf("values mix updates: g1 %s=%q %s=%q, g2 %s=%q",
+			keyDeadLetterTopicName, g1, keyAutoOffsetReset, reset, keyDeadLetterTopicName, g2)
+	}
+	return i, nil
+}
+
+// runCrashChild is the child process of TestKillDuringUpdates: it applies updates to the store
+// in dir forever, printing "acked N" after update N is acknowledged, until it is killed.
+func runCrashChild(dir string) int {
+	st, err := LoadStatic(Sources{})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	m, err := Open(zap.NewNop(), dir, st, nil, Options{NodeID: 1})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	start, err := generationOf(m)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	for i := start + 1; ; i++ {
+		for _, res := range m.IncrementalAlterConfigs(generationUpdate(i), false) {
+			if res.ErrorCode != ErrNone {
+				fmt.Println("error", res.ErrorMessage)
+				return 1
+			}
+		}
+		fmt.Printf("acked %d\n", i)
+	}
+}
+
+// TestKillDuringUpdates kills (SIGKILL) a process while it keeps updating the store, at a random
+// moment, and checks that a reopen finds the last acknowledged update or the one in flight,
+// never a mix of two, never less.
+func TestKillDuringUpdates(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 4 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		scanner := bufio.NewScanner(out)
+		lastAcked, acks, killAfter := -1, 0, 5+rng.IntN(40)
+		killed := false
+		for scanner.Scan() {
+			line := scanner.Text()
+			n, ok := strings.CutPrefix(line, "acked ")
+			if !ok {
+				t.Fatalf("round %d: child: %s", round, line)
+			}
+			if lastAcked, err = strconv.Atoi(n); err != nil {
+				t.Fatalf("round %d: child printed %q", round, line)
+			}
+			if acks++; acks == killAfter && !killed {
+				// Acks printed between here and the kill still count: keep reading to EOF.
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				killed = true
+			}
+		}
+		err = cmd.Wait()
+		var exit *exec.ExitError
+		if !killed || !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("round %d: child was not killed as planned: killed=%v, wait: %v", round, killed, err)
+		}
+
+		f := openFixture(t, dir, staticOf(t))
+		got, err := generationOf(f.m)
+		if err != nil {
+			t.Fatalf("round %d after kill: %v", round, err)
+		}
+		if got != lastAcked && got != lastAcked+1 {
+			t.Fatalf("round %d: reopen finds update %d; last acknowledged %d (so %d or %d expected)",
+				round, got, lastAcked, lastAcked, lastAcked+1)
+		}
+		if err := f.m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: killed after ack %d, reopen finds %d", round, lastAcked, got)
+	}
+}
+
+// TestCrashAtEveryStep fails the store at every filesystem operation of an update in turn, as a
+// crash there would (the process dies: nothing after the fault happens). Reopening, both as after
+// a process crash (page cache kept) and as after a power cut (only synced data kept, and with
+// torn unsynced writes), finds the old or the new update, never a mix or nothing; an
+// acknowledged update is always found.
+func TestCrashAtEveryStep(t *testing.T) {
+	st := staticOf(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	sawAck, sawFailure := false, false
+	for step := 1; ; step++ {
+		fsys := newMemFS()
+		f, err := tryOpen(t, "/data", st, fsys)
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		for _, res := range f.m.IncrementalAlterConfigs(generationUpdate(1), false) {
+			if res.ErrorCode != ErrNone {
+				t.Fatalf("first update: %s", res.ErrorMessage)
+			}
+		}
+		fsys.failFrom(step, true)
+		results := f.m.IncrementalAlterConfigs(generationUpdate(2), false)
+		acked := results[0].ErrorCode == ErrNone && results[1].ErrorCode == ErrNone
+		if results[0].ErrorCode != results[1].ErrorCode {
+			t.Fatalf("step %d: one request, different outcomes: %+v", step, results)
+		}
+		// The process that saw the failure keeps serving the old values.
+		if g, err := generationOf(f.m); err != nil || (!acked && g != 1) || (acked && g != 2) {
+			t.Fatalf("step %d: live values are update %d (%v) after acked=%v", step, g, err, acked)
+		}
+
+		crashes := map[string]*memFS{"process crash": fsys, "power cut": fsys.PowerCut(nil), "power cut, torn writes": fsys.PowerCut(rng)}
+		for name, after := range crashes {
+			after.revive()
+			r, err := tryOpen(t, "/data", st, after)
+			if err != nil {
+				t.Fatalf("step %d, %s: reopen: %v", step, name, err)
+			}
+			got, err := generationOf(r.m)
+			switch {
+			case err != nil:
+				t.Fatalf("step %d, %s: %v", step, name, err)
+			case acked && got != 2:
+				t.Fatalf("step %d, %s: update 2 was acknowledged, reopen finds %d", step, name, got)
+			case got != 1 && got != 2:
+				t.Fatalf("step %d, %s: reopen finds %d, want 1 or 2", step, name, got)
+			}
+			for _, n := range after.names("/data/config") {
+				if n != storeFileName {
+					t.Fatalf("step %d, %s: %s left in the config directory after reopen", step, name, n)
+				}
+			}
+		}
+		if acked {
+			sawAck = true
+			break
+		}
+		sawFailure = true
+	}
+	if !sawAck || !sawFailure {
+		t.Fatalf("the fault never hit the update (failure seen %v) or it never succeeded (%v)", sawFailure, sawAck)
+	}
+}
+
+// TestStoreFailures checks the outcome of a failing store operation for the running process: the
+// change is refused (UNKNOWN_SERVER_ERROR naming the cause), nothing changes in memory, and after
+// an fsync failure every later change is refused until a restart.
+func TestStoreFailures(t *testing.T) {
+	for _, tc := range []struct {
+		op     string
+		sticky bool
+	}{
+		{"create", false},
+		{"write", false},
+		{"close", false},
+		{"rename", false},
+		{"sync", true},
+		{"syncdir", true},
+	} {
+		t.Run("op="+tc.op, func(t *testing.T) {
+			fsys := newMemFS()
+			f, err := tryOpen(t, "/data", staticOf(t), fsys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fsys.mu.Lock()
+			fsys.failOps = map[string]error{tc.op: fmt.Errorf("%s: %w", tc.op, syscall.ENOSPC)}
+			fsys.mu.Unlock()
+			res := f.alter(groupRes("g", set(keyDeliveryCountLimit, "7")))
+			if res.ErrorCode != ErrUnknownServerError || !strings.Contains(res.ErrorMessage, "no space left on device") {
+				t.Fatalf("alter with failing %s: %+v", tc.op, res)
+			}
+			if got := f.m.DeliveryCountLimit("g"); got != 5 {
+				t.Fatalf("a refused change is visible: delivery count limit %d", got)
+			}
+			fsys.revive()
+			res = f.alter(groupRes("g", set(keyDeliveryCountLimit, "8")))
+			switch {
+			case tc.sticky && (res.ErrorCode != ErrUnknownServerError || !strings.Contains(res.ErrorMessage, "restart")):
+				t.Fatalf("after a failed %s the store must refuse changes until a restart: %+v", tc.op, res)
+			case !tc.sticky && res.ErrorCode != ErrNone:
+				t.Fatalf("after a failed %s the next change should work: %+v", tc.op, res)
+			}
+		})
+	}
+}
+
+// TestLeftoverTempFile checks that an unfinished update (a store.tmp next to the store, whole
+// or torn) is ignored and removed on open.
+func TestLeftoverTempFile(t *testing.T) {
+	dir := t.TempDir()
+	f := openFixture(t, dir, staticOf(t))
+	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
+	_ = f.m.Close()
+	good, err := os.ReadFile(filepath.Join(dir, storeDirName, storeFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := strings.Replace(string(good), `"7"`, `"9"`, 1)
+	for name, tmp := range map[string]string{"whole": newer, "torn": newer[:len(newer)/2], "empty": ""} {
+		t.Run(name, func(t *testing.T) {
+			tmpPath := filepath.Join(dir, storeDirName, storeTmpName)
+			if err := os.WriteFile(tmpPath, []byte(tmp), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := openFixture(t, dir, staticOf(t))
+			if got := r.m.DeliveryCountLimit("g"); got != 7 {
+				t.Fatalf("delivery count limit %d after reopen, want the acknowledged 7", got)
+			}
+			if _, err := os.Stat(tmpPath); !os.IsNotExist(err) {
+				t.Fatalf("leftover %s not removed: %v", storeTmpName, err)
+			}
+			_ = r.m.Close()
+		})
+	}
+}
+
+// TestDamagedStore corrupts the store file in every way the format detects and checks that
+// start-up stops with a *StoreError naming the file and the damage.
+func TestDamagedStore(t *testing.T) {
+	base := t.TempDir()
+	f := openFixture(t, base, staticOf(t))
+	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
+	_ = f.m.Close()
+	good, err := os.ReadFile(filepath.Join(base, storeDirName, storeFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nl := strings.IndexByte(string(good), '\n')
+	header, body := string(good[:nl+1]), string(good[nl+1:])
+	// reheader frames a body with a correct header, to reach the checks behind the checksum.
+	reheader := func(body string) string {
+		return fmt.Sprintf("%s %d %d %08x\n", storeMagic, storeVersion, len(body), crc32.Checksum([]byte(body), castagnoli)) + body
+	}
+	for _, tc := range []struct {
+		name, data, reason string
+	}{
+		{"empty file", "", "the file is empty"},
+		{"torn header", header[:10], "no header line"},
+		{"not a store", "hello world\n{}", "bad header"},
+		{"newer version", strings.Replace(header, storeMagic+" 1 ", storeMagic+" 2 ", 1) + body, "format version 2"},
+		{"bad length", strings.Replace(header, fmt.Sprintf(" %d ", len(body)), " x ", 1) + body, "bad body length"},
+		{"truncated body", header + body[:len(body)-5], "truncated"},
+		{"trailing bytes", header + body + "garbage", "unexpected bytes"},
+		{"flipped bit", header + strings.Replace(body, `"7"`, `"8"`, 1), "checksum mismatch"},
+		{"bad checksum field", header[:len(header)-9] + "zzzzzzzz\n" + body, "bad checksum field"},
+		{"bad json", reheader(`{"num_partitions": 50,`), "bad contents"},
+		{"unknown field", reheader(`{"num_partitions": 50, "extra": 1}`), "bad contents"},
+		{"two values", reheader(`{"num_partitions": 50} {}`), "more than one JSON value"},
+		{"no partitions", reheader(`{"num_partitions": 0}`), "num.partitions is 0"},
+		{"empty group id", reheader(`{"num_partitions": 50, "groups": {"": {"a": "b"}}}`), "empty group id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, storeDirName, storeFileName)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := tryOpen(t, dir, staticOf(t), osFS{})
+			var se *StoreError
+			if !errors.As(err, &se) {
+				t.Fatalf("open: %v, want a *StoreError", err)
+			}
+			if se.Path != path || !strings.Contains(err.Error(), path) || !strings.Contains(se.Reason, tc.reason) {
+				t.Fatalf("error %q: want path %s and reason containing %q", err, path, tc.reason)
+			}
+		})
+	}
+}

@@ -1,0 +1,95 @@
+package groupcfg
+
+import (
+	"errors"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// isoDuration matches Java's java.time.Duration.parse text, PnDTnHnMn.nS with optional signs
+// (case-insensitive), which Kafka uses for share.auto.offset.reset=by_duration:<duration>.
+var isoDuration = regexp.MustCompile(`^(?i)([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?$`)
+
+var errBadDuration = errors.New("is not an ISO-8601 duration such as PT1H or P1DT12H")
+
+// parseISODuration reports whether s is a valid Java Duration and whether it is negative.
+func parseISODuration(s string) (negative bool, err error) {
+	m := isoDuration.FindStringSubmatch(s)
+	if m == nil {
+		return false, errBadDuration
+	}
+	day, tpart, hour, minute, sec, frac := m[2], m[3], m[4], m[5], m[6], m[7]
+	if strings.EqualFold(tpart, "T") || (day == "" && hour == "" && minute == "" && sec == "") {
+		return false, errBadDuration
+	}
+	var total int64
+	for _, part := range []struct {
+		text string
+		unit int64
+	}{{day, 86400}, {hour, 3600}, {minute, 60}, {sec, 1}} {
+		if part.text == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(part.text, 10, 64)
+		if err != nil {
+			return false, errBadDuration
+		}
+		if n > math.MaxInt64/part.unit || n < math.MinInt64/part.unit {
+			return false, errBadDuration
+		}
+		n *= part.unit
+		if (n > 0 && total > math.MaxInt64-n) || (n < 0 && total < math.MinInt64-n) {
+			return false, errBadDuration
+		}
+		total += n
+	}
+	var nanos int64
+	if frac != "" {
+		f, err := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+		if err != nil {
+			return false, errBadDuration
+		}
+		if strings.HasPrefix(sec, "-") {
+			f = -f
+		}
+		nanos = f
+	}
+	// |nanos| < 1s, so a non-zero total decides the sign on its own.
+	negative = total < 0 || (total == 0 && nanos < 0)
+	if m[1] == "-" && (total != 0 || nanos != 0) {
+		negative = !negative
+	}
+	return negative, nil
+}
+
+// checkAutoOffsetReset is the rule of share.auto.offset.reset: earliest, latest or
+// by_duration:<non-negative ISO-8601 duration>, case-insensitive as in Kafka.
+func checkAutoOffsetReset(text string) error {
+	lower := strings.ToLower(text)
+	if lower == "earliest" || lower == "latest" {
+		return nil
+	}
+	const prefix = "by_duration:"
+	if !strings.HasPrefix(lower, prefix) {
+		return errors.New("must be earliest, latest or by_duration:<ISO-8601 duration>")
+	}
+	negative, err := parseISODuration(text[len(prefix):])
+	if err != nil {
+		return errors.New("has a duration that " + err.Error())
+	}
+	if negative {
+		return errors.New("has a negative duration; by_duration needs a duration of zero or more")
+	}
+	return nil
+}
+
+// checkDeadLetterTopicName is the rule of errors.deadletterqueue.topic.name (KIP-1191): names
+// starting with "__" are reserved for internal topics.
+func checkDeadLetterTopicName(text string) error {
+	if strings.HasPrefix(text, "__") {
+		return errors.New(`must not start with "__" (reserved for internal topics)`)
+	}
+	return nil
+}

@@ -1,0 +1,354 @@
+package groupcfg
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Options configures a Manager beyond the static configuration.
+type Options struct {
+	// NodeID is this node's id (--node-id). A BROKER resource named "" or NodeID in decimal
+	// addresses this node; any other broker name is refused with INVALID_REQUEST.
+	NodeID int32
+}
+
+// Manager owns the configuration in force: the static broker configuration, the dynamic broker
+// values and the per-group overrides kept durable under <dataDir>/config. Its Provider methods
+// (SnapshotUpdateRecordsPerSnapshot and the other group getters) are lock-free and safe for
+// concurrent use; admin operations are serialized among themselves and never block them.
+type Manager struct {
+	logger  *zap.Logger
+	sch     *schema
+	static  *Static
+	nodeID  int32
+	metrics *metrics
+	pos     positions
+
+	// view is what lookups and DescribeConfigs read; each change publishes a new one.
+	view atomic.Pointer[view]
+
+	mu     sync.Mutex // serializes admin changes, the store and closed
+	store  *store
+	closed bool
+}
+
+// view is an immutable snapshot of the configuration in force.
+type view struct {
+	state    *storeState             // what is durable
+	broker   *brokerState            // broker values in force (static with dynamic applied)
+	defaults *groupValues            // the values of a group without overrides
+	groups   map[string]*groupValues // groups with overrides
+}
+
+// groupValues are one group's values.
+type groupValues struct {
+	stored  map[string]string // the group's stored overrides (read-only, shared with the storeState)
+	vals    []value           // effective value of every group key, by group position
+	clamped []bool            // by group position: a stored override clamped to the bounds in force
+}
+
+// positions are the group-vector positions of the keys with typed getters.
+type positions struct {
+	snapshot, session, heartbeat, lockDuration, deliveryCount, recordLocks, renew,
+	autoReset, isolation, assignInterval, assignOffload, dlqName, dlqCopy int
+}
+
+func resolvePositions(sch *schema) (positions, error) {
+	var p positions
+	var missing []string
+	for _, f := range []struct {
+		dst *int
+		key string
+	}{
+		{&p.snapshot, keyGroupSnapshotLimit}, {&p.session, keySessionTimeout}, {&p.heartbeat, keyHeartbeatInterval},
+		{&p.lockDuration, keyRecordLockDuration}, {&p.deliveryCount, keyDeliveryCountLimit}, {&p.recordLocks, keyRecordLocks},
+		{&p.renew, keyRenewAcknowledge}, {&p.autoReset, keyAutoOffsetReset}, {&p.isolation, keyIsolationLevel},
+		{&p.assignInterval, keyAssignmentInterval}, {&p.assignOffload, keyAssignorOffload},
+		{&p.dlqName, keyDeadLetterTopicName}, {&p.dlqCopy, keyDeadLetterCopy},
+	} {
+		i, ok := sch.groupPos[f.key]
+		if !ok {
+			missing = append(missing, f.key)
+		}
+		*f.dst = i
+	}
+	if len(missing) > 0 {
+		return p, fmt.Errorf("config table lacks the group keys %v", missing)
+	}
+	return p, nil
+}
+
+// Open loads the durable store under dataDir/config (a damaged store → *StoreError naming the
+// file), records share.coordinator.state.topic.num.partitions on first start and refuses a
+// different value later (a *StaticError, as for any other configuration problem). Stored group overrides never stop start-up: those outside the bounds
+// now in force are clamped when evaluated, with a WARN log. reg may be nil (metrics are then
+// kept but not registered).
+func Open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Registerer, opts Options) (*Manager, error) {
+	return open(logger, dataDir, static, reg, opts, osFS{})
+}
+
+func open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Registerer, opts Options, fsys fileSystem) (*Manager, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if static == nil || static.state == nil {
+		return nil, errors.New("open config manager: no static configuration (build one with LoadStatic)")
+	}
+	sch := static.state.schema
+	pos, err := resolvePositions(sch)
+	if err != nil {
+		return nil, fmt.Errorf("open config manager: %w", err)
+	}
+	st, state, err := openStore(fsys, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	numPartitions := int(static.state.num(keyNumPartitions))
+	if state == nil {
+		state = &storeState{NumPartitions: numPartitions, Generation: 1}
+		if err := st.writeFirst(state); err != nil {
+			return nil, fmt.Errorf("record %s=%d in %s: %w", keyNumPartitions, numPartitions, st.path(), err)
+		}
+		logger.Info("created the config store", zap.String("path", st.path()), zap.Int(keyNumPartitions, numPartitions))
+	} else if state.NumPartitions != numPartitions {
+		// A configuration problem like those of LoadStatic (and reported the same way).
+		i := sch.index[keyNumPartitions]
+		return nil, &StaticError{Problems: []Problem{{
+			Key: keyNumPartitions, Value: fmtInt(int64(numPartitions)), Source: static.state.origin[i], kind: problemRelation,
+			Message: fmt.Sprintf("%s=%d differs from %d, the value recorded in %s on first start: changing it would route "+
+				"share-group state keys to other partitions; start with %s=%d",
+				keyNumPartitions, numPartitions, state.NumPartitions, st.path(), keyNumPartitions, state.NumPartitions),
+		}}}
+	}
+	if state.Broker == nil {
+		state.Broker = map[string]string{}
+	}
+	if state.Groups == nil {
+		state.Groups = map[string]map[string]string{}
+	}
+	met, err := newMetrics(reg, sch)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos, store: st}
+	m.warnIgnored(state)
+	m.view.Store(m.buildView(state, m.brokerInForce(state), nil, nil))
+	logger.Info("loaded the config store", zap.String("path", st.path()), zap.Uint64("generation", state.Generation),
+		zap.Int("dynamic_broker_configs", len(state.Broker)), zap.Int("groups_with_overrides", len(state.Groups)))
+	return m, nil
+}
+
+// Close stops admin changes (later IncrementalAlterConfigs calls fail) and unregisters the
+// metrics. Lookups, Broker, Effective and DescribeConfigs keep answering from the last state.
+// Idempotent.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	m.metrics.unregister()
+	return nil
+}
+
+// Broker returns the broker-level values in force (static, or dynamic where altered).
+func (m *Manager) Broker() Broker { return Broker{state: m.view.Load().broker} }
+
+// Effective returns every broker key's value in force and its source, secrets masked (for the
+// start-up log line).
+func (m *Manager) Effective() []Entry { return m.view.Load().broker.entries() }
+
+// brokerInForce applies the stored dynamic broker values to the static ones. A stored value
+// this release cannot apply (unknown key, key no longer dynamic, value out of range) is ignored
+// with a WARN and kept stored until it is altered or deleted.
+func (m *Manager) brokerInForce(state *storeState) *brokerState {
+	b := m.static.state.clone()
+	for _, key := range slices.Sorted(maps.Keys(state.Broker)) {
+		text := state.Broker[key]
+		d, ok := m.sch.lookup(key)
+		if !ok || d.Scope != ScopeBroker || !d.Dynamic {
+			m.logger.Warn("ignoring a stored dynamic broker config this release cannot alter dynamically; "+
+				"it applies again if a later release supports it, or is dropped when deleted",
+				zap.String("config", key), zap.String("value", show(d, text)))
+			continue
+		}
+		v, bad := checkStatic(d, text)
+		if bad != nil {
+			m.logger.Warn("ignoring a stored dynamic broker config outside what this release accepts; the static value "+
+				"applies until it is altered or deleted on the BROKER resource",
+				zap.String("config", key), zap.String("value", show(d, text)), zap.String("static_value", show(d, b.vals[m.sch.index[key]].text)))
+			continue
+		}
+		i := m.sch.index[key]
+		b.vals[i], b.source[i], b.origin[i] = v, SourceDynamicBrokerConfig, "dynamic"
+	}
+	return b
+}
+
+// warnIgnored logs the stored group overrides that this release cannot evaluate (unknown key,
+// unparseable value, value refused by a non-numeric validator): they are kept but have no effect.
+func (m *Manager) warnIgnored(state *storeState) {
+	for _, group := range slices.Sorted(maps.Keys(state.Groups)) {
+		for _, key := range slices.Sorted(maps.Keys(state.Groups[group])) {
+			text := state.Groups[group][key]
+			p, ok := m.sch.groupPos[key]
+			if !ok {
+				m.logger.Warn("ignoring a stored override of an unknown group config; delete it with IncrementalAlterConfigs",
+					zap.String("group", group), zap.String("config", key))
+				continue
+			}
+			if _, ok := m.evalOverride(m.groupDef(p), text, nil); !ok {
+				m.logger.Warn("ignoring a stored group override this release does not accept; the inherited value applies",
+					zap.String("group", group), zap.String("config", key), zap.String("value", show(m.groupDef(p), text)))
+			}
+		}
+	}
+}
+
+func (m *Manager) groupDef(p int) *Definition { return &m.sch.defs[m.sch.group[p]] }
+
+// defaultGroup returns the values of a group without overrides: each key's synonym value in
+// force, or its built-in default.
+func (m *Manager) defaultGroup(b *brokerState) *groupValues {
+	g := &groupValues{vals: make([]value, len(m.sch.group)), clamped: make([]bool, len(m.sch.group))}
+	for p, i := range m.sch.group {
+		d := &m.sch.defs[i]
+		if d.Synonym != "" {
+			g.vals[p], _ = b.get(d.Synonym)
+		} else {
+			g.vals[p] = m.sch.defaults[i]
+		}
+	}
+	return g
+}
+
+// evalOverride evaluates one stored override: it parses text and, for numeric keys, clamps it
+// to the bounds in force (b nil: only checks that it can be evaluated). ok is false when the
+// override cannot be applied.
+func (m *Manager) evalOverride(d *Definition, text string, b *brokerState) (value, bool) {
+	if !isNumeric(d.Type) {
+		v, bad := checkStatic(d, text)
+		return v, bad == nil
+	}
+	v, ok := parseValue(d.Type, text)
+	if !ok || b == nil {
+		return v, ok
+	}
+	bn := groupBounds(d, b)
+	switch {
+	case v.num < bn.lo:
+		return numValue(bn.lo), true
+	case v.num > bn.hi:
+		return numValue(bn.hi), true
+	}
+	return v, true
+}
+
+func numValue(n int64) value { return value{text: fmtInt(n), num: n} }
+
+// evalGroup evaluates a group's stored overrides against the broker values in force.
+func (m *Manager) evalGroup(b *brokerState, defaults *groupValues, stored map[string]string) *groupValues {
+	g := &groupValues{stored: stored, vals: slices.Clone(defaults.vals), clamped: make([]bool, len(m.sch.group))}
+	for key, text := range stored {
+		p, ok := m.sch.groupPos[key]
+		if !ok {
+			continue
+		}
+		v, ok := m.evalOverride(m.groupDef(p), text, b)
+		if !ok {
+			continue
+		}
+		g.vals[p] = v
+		if raw, _ := parseValue(m.groupDef(p).Type, text); isNumeric(m.groupDef(p).Type) && raw.num != v.num {
+			g.clamped[p] = true
+		}
+	}
+	return g
+}
+
+// buildView evaluates state against broker. With an old view whose broker values are the same,
+// only the groups in changed are evaluated again; the others are shared.
+func (m *Manager) buildView(state *storeState, broker *brokerState, old *view, changed map[string]bool) *view {
+	all := old == nil || old.broker != broker
+	v := &view{state: state, broker: broker, groups: make(map[string]*groupValues, len(state.Groups))}
+	if all {
+		v.defaults = m.defaultGroup(broker)
+	} else {
+		v.defaults = old.defaults
+	}
+	for id, stored := range state.Groups {
+		if g, ok := old.group(id); ok && !all && !changed[id] {
+			v.groups[id] = g
+			continue
+		}
+		v.groups[id] = m.evalGroup(broker, v.defaults, stored)
+	}
+	m.reportClamps(old, v, all, changed)
+	return v
+}
+
+// group returns the values of a group with overrides (nil-safe on the view).
+func (v *view) group(id string) (*groupValues, bool) {
+	if v == nil {
+		return nil, false
+	}
+	g, ok := v.groups[id]
+	return g, ok
+}
+
+// values returns a group's values: its own, or the defaults.
+func (v *view) values(id string) *groupValues {
+	if g, ok := v.groups[id]; ok {
+		return g
+	}
+	return v.defaults
+}
+
+// reportClamps logs every change of clamping outcome between old and v (WARN when an override
+// becomes clamped or its clamped value changes, INFO when it is no longer clamped) and updates
+// the clamped-overrides gauge.
+func (m *Manager) reportClamps(old, v *view, all bool, changed map[string]bool) {
+	ids := changed
+	if all {
+		ids = make(map[string]bool, len(v.groups))
+		for id := range v.groups {
+			ids[id] = true
+		}
+		if old != nil {
+			for id := range old.groups {
+				ids[id] = true
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		og, _ := old.group(id)
+		ng, _ := v.group(id)
+		for p := range m.sch.group {
+			wasClamped := og != nil && og.clamped[p]
+			isClamped := ng != nil && ng.clamped[p]
+			if isClamped != wasClamped {
+				m.metrics.addClamped(m.groupDef(p).Name, isClamped)
+			}
+			d := m.groupDef(p)
+			switch {
+			case isClamped && (!wasClamped || og.vals[p].num != ng.vals[p].num):
+				bn := groupBounds(d, v.broker)
+				m.logger.Warn("a stored group config override is outside the bounds in force; the nearest bound applies",
+					zap.String("group", id), zap.String("config", d.Name), zap.String("stored", ng.stored[d.Name]),
+					zap.Int64("effective", ng.vals[p].num), zap.String("bounds", formatRange(bn.lo, bn.hi)),
+					zap.String("bounds_from", bn.explain(d)))
+			case wasClamped && !isClamped && ng != nil && ng.stored[d.Name] != "":
+				m.logger.Info("a stored group config override is within the bounds in force again",
+					zap.String("group", id), zap.String("config", d.Name), zap.String("stored", ng.stored[d.Name]))
+			}
+		}
+	}
+}

@@ -1,0 +1,513 @@
+package groupcfg
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestGroupSnapshotOverrideSeed is seed 000's group-level test: an override ≤ the ceiling is
+// accepted, one above it is refused naming both bounds and where the ceiling comes from, and a
+// group without override follows the broker value as it is now.
+func TestGroupSnapshotOverrideSeed(t *testing.T) {
+	f := openFixture(t, t.TempDir(), staticOf(t))
+	for _, tc := range []struct {
+		value string
+		ok    bool
+		want  string
+	}{
+		{"200", true, ""},
+		{"350", true, ""},
+		{"500", true, ""},
+		{"501", false, "share.snapshot.update.records.per.snapshot=501 is out of range [200, 500]: the lower bound 200 is fixed and the upper bound is the broker ceiling share.coordinator.snapshot.update.records.per.snapshot=500 (DEFAULT_CONFIG); set a value in [200, 500], or first raise share.coordinator.snapshot.update.records.per.snapshot on the BROKER resource"},
+		{"199", false, "share.snapshot.update.records.per.snapshot=199 is out of range [200, 500]"},
+		{"0", false, "share.snapshot.update.records.per.snapshot=0 is out of range [200, 500]"},
+	} {
+		res := f.alter(groupRes("g", set(keyGroupSnapshotLimit, tc.value)))
+		switch {
+		case tc.ok && res.ErrorCode != ErrNone:
+			t.Errorf("%s refused: %s", tc.value, res.ErrorMessage)
+		case tc.ok && f.m.SnapshotUpdateRecordsPerSnapshot("g") != int(mustAtoi(t, tc.value)):
+			t.Errorf("%s accepted but the group's limit is %d", tc.value, f.m.SnapshotUpdateRecordsPerSnapshot("g"))
+		case !tc.ok && (res.ErrorCode != ErrInvalidConfig || !strings.HasPrefix(res.ErrorMessage, tc.want)):
+			t.Errorf("%s: %s %q, want INVALID_CONFIG %q", tc.value, res.ErrorCode, res.ErrorMessage, tc.want)
+		}
+	}
+
+	// The ceiling raised at run time: the bound named in the message follows it.
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "800")))
+	res := f.alter(groupRes("g", set(keyGroupSnapshotLimit, "900")))
+	if res.ErrorCode != ErrInvalidConfig || !strings.Contains(res.ErrorMessage, "[200, 800]") ||
+		!strings.Contains(res.ErrorMessage, "share.coordinator.snapshot.update.records.per.snapshot=800 (DYNAMIC_BROKER_CONFIG)") {
+		t.Fatalf("900 over a dynamic ceiling of 800: %+v", res)
+	}
+
+	// Unset falls back to the broker value as it is now.
+	if got := f.m.SnapshotUpdateRecordsPerSnapshot("no-override"); got != 800 {
+		t.Fatalf("group without override: %d, want the ceiling 800", got)
+	}
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "600")))
+	if got := f.m.SnapshotUpdateRecordsPerSnapshot("no-override"); got != 600 {
+		t.Fatalf("group without override after the ceiling moved: %d, want 600", got)
+	}
+	f.mustAlter(t, groupRes("g", del(keyGroupSnapshotLimit)))
+	if got := f.m.SnapshotUpdateRecordsPerSnapshot("g"); got != 600 {
+		t.Fatalf("after DELETE: %d, want the ceiling 600", got)
+	}
+}
+
+// TestDynamicCeilingClampsOverrides lowers the ceiling below a stored override: the alter is
+// accepted without re-validating the group, the group's effective value is the ceiling, one WARN
+// is logged, the gauge counts it, and raising the ceiling again restores the stored value.
+func TestDynamicCeilingClampsOverrides(t *testing.T) {
+	f := openFixture(t, t.TempDir(), staticOf(t, keySnapshotCeiling+"=1000"))
+	f.mustAlter(t, groupRes("g", set(keyGroupSnapshotLimit, "900")))
+	f.mustAlter(t, groupRes("h", set(keyGroupSnapshotLimit, "300")))
+	if n := f.gauge(t, keyGroupSnapshotLimit); n != 0 {
+		t.Fatalf("gauge %v before any clamping", n)
+	}
+
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "400")))
+	if got := f.m.SnapshotUpdateRecordsPerSnapshot("g"); got != 400 {
+		t.Fatalf("g effective %d, want 400 (clamped)", got)
+	}
+	if got := f.m.SnapshotUpdateRecordsPerSnapshot("h"); got != 300 {
+		t.Fatalf("h effective %d, want its own 300", got)
+	}
+	c := f.describeGroupKey(t, "g", keyGroupSnapshotLimit)
+	if c.Value != "900" || c.EffectiveValue != "400" || c.Source != SourceGroupConfig {
+		t.Fatalf("describe g: %+v", c)
+	}
+	if n := f.gauge(t, keyGroupSnapshotLimit); n != 1 {
+		t.Fatalf("gauge %v, want 1", n)
+	}
+	// Lookups do not log; only a change of outcome does.
+	for range 100 {
+		f.m.SnapshotUpdateRecordsPerSnapshot("g")
+	}
+	if w := f.warnings(keyGroupSnapshotLimit); len(w) != 1 || w[0].ContextMap()["group"] != "g" || w[0].ContextMap()["effective"] != int64(400) {
+		t.Fatalf("WARN logs: %+v", w)
+	}
+	// Another change of outcome (a different clamped value) logs again; the same outcome does not.
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "350")))
+	f.mustAlter(t, groupRes("other", set(keyDeliveryCountLimit, "3")))
+	if w := f.warnings(keyGroupSnapshotLimit); len(w) != 2 {
+		t.Fatalf("WARN logs after the second change: %d, want 2", len(w))
+	}
+	// Raising the ceiling above the override ends the clamping.
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "950")))
+	if got := f.m.SnapshotUpdateRecordsPerSnapshot("g"); got != 900 {
+		t.Fatalf("g effective %d after raising the ceiling, want its stored 900", got)
+	}
+	if n := f.gauge(t, keyGroupSnapshotLimit); n != 0 {
+		t.Fatalf("gauge %v after raising the ceiling, want 0", n)
+	}
+	// DELETE on the broker key reverts to the static value (1000).
+	f.mustAlter(t, brokerRes(del(keySnapshotCeiling)))
+	if got := f.m.Broker().SnapshotUpdateRecordsPerSnapshot(); got != 1000 {
+		t.Fatalf("ceiling after DELETE: %d, want the static 1000", got)
+	}
+	if len(readStore(t, f.dir).Broker) != 0 {
+		t.Fatalf("DELETE left a stored dynamic value: %v", readStore(t, f.dir).Broker)
+	}
+}
+
+// TestKIP1240RestartSequence: set overrides, lower the broker bounds, restart. Start-up succeeds,
+// the stored values are unchanged, the effective values are clamped, DescribeConfigs shows both.
+func TestKIP1240RestartSequence(t *testing.T) {
+	dir := t.TempDir()
+	f := openFixture(t, dir, staticOf(t, keySnapshotCeiling+"=1000"))
+	f.mustAlter(t, groupRes("g",
+		set(keyDeliveryCountLimit, "9"),
+		set(keyRecordLocks, "150"),
+		set(keyGroupSnapshotLimit, "900"),
+		set(keyRecordLockDuration, "20000")))
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, storeDirName, storeFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := openFixture(t, dir, staticOf(t,
+		keySnapshotCeiling+"=700",
+		keyBrokerMaxDeliveryCount+"=6",
+		keyBrokerMinRecordLocks+"=200",
+	))
+	for _, tc := range []struct {
+		key              string
+		got              int
+		stored, effected string
+		clamped          bool
+	}{
+		{keyDeliveryCountLimit, r.m.DeliveryCountLimit("g"), "9", "6", true},
+		{keyRecordLocks, r.m.PartitionMaxRecordLocks("g"), "150", "200", true},
+		{keyGroupSnapshotLimit, r.m.SnapshotUpdateRecordsPerSnapshot("g"), "900", "700", true},
+		{keyRecordLockDuration, r.m.RecordLockDurationMs("g"), "20000", "20000", false},
+	} {
+		if tc.got != int(mustAtoi(t, tc.effected)) {
+			t.Errorf("%s: effective %d, want %s", tc.key, tc.got, tc.effected)
+		}
+		c := r.describeGroupKey(t, "g", tc.key)
+		if c.Value != tc.stored || c.EffectiveValue != tc.effected || c.Source != SourceGroupConfig {
+			t.Errorf("%s: describe %+v, want value %s effective %s", tc.key, c, tc.stored, tc.effected)
+		}
+		want := 0.0
+		if tc.clamped {
+			want = 1
+		}
+		if n := r.gauge(t, tc.key); n != want {
+			t.Errorf("%s: gauge %v, want %v", tc.key, n, want)
+		}
+		if w := r.warnings(tc.key); len(w) != int(want) {
+			t.Errorf("%s: %d WARN logs at start-up, want %v", tc.key, len(w), want)
+		}
+	}
+	after, err := os.ReadFile(filepath.Join(dir, storeDirName, storeFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatalf("start-up rewrote the store:\n%s\n---\n%s", before, after)
+	}
+	// The clamped override does not block other changes to the group (it is not re-validated),
+	// and a new value is validated against the bounds now in force.
+	r.mustAlter(t, groupRes("g", set(keyAutoOffsetReset, "earliest")))
+	if res := r.alter(groupRes("g", set(keyDeliveryCountLimit, "9"))); res.ErrorCode != ErrInvalidConfig ||
+		!strings.Contains(res.ErrorMessage, "[2, 6]") || !strings.Contains(res.ErrorMessage, "group.share.max.delivery.count.limit=6 (STATIC_BROKER_CONFIG)") {
+		t.Fatalf("setting 9 again under a max of 6: %+v", res)
+	}
+}
+
+func TestNumPartitionsRecorded(t *testing.T) {
+	dir := t.TempDir()
+	f := openFixture(t, dir, staticOf(t, keyNumPartitions+"=8"))
+	_ = f.m.Close()
+	if got := readStore(t, dir).NumPartitions; got != 8 {
+		t.Fatalf("recorded %d, want 8", got)
+	}
+	_, err := tryOpen(t, dir, staticOf(t), osFS{})
+	var se *StaticError
+	if !errors.As(err, &se) || len(se.Problems) != 1 || se.Problems[0].Key != keyNumPartitions || !strings.Contains(err.Error(), "share.coordinator.state.topic.num.partitions=50 differs from 8") ||
+		!strings.Contains(err.Error(), "start with share.coordinator.state.topic.num.partitions=8") {
+		t.Fatalf("reopen with another partition count: %v", err)
+	}
+	openFixture(t, dir, staticOf(t, keyNumPartitions+"=8"))
+}
+
+// TestResourceAtomicity: a resource with one bad change applies none of its changes; the other
+// resources of the request still apply.
+func TestResourceAtomicity(t *testing.T) {
+	f := openFixture(t, t.TempDir(), staticOf(t))
+	results := f.m.IncrementalAlterConfigs([]AlterResource{
+		groupRes("a", set(keyDeliveryCountLimit, "7"), set(keyRecordLocks, "99999")),
+		groupRes("b", set(keyDeliveryCountLimit, "8")),
+		groupRes("c", set(keyDeliveryCountLimit, "4"), set("share.no.such.config", "1")),
+	}, false)
+	if results[0].ErrorCode != ErrInvalidConfig || results[1].ErrorCode != ErrNone || results[2].ErrorCode != ErrInvalidConfig {
+		t.Fatalf("results: %+v", results)
+	}
+	if got := f.m.DeliveryCountLimit("a"); got != 5 {
+		t.Fatalf("group a took part of a refused resource: %d", got)
+	}
+	if got := f.m.DeliveryCountLimit("c"); got != 5 {
+		t.Fatalf("group c took part of a refused resource: %d", got)
+	}
+	if got := f.m.DeliveryCountLimit("b"); got != 8 {
+		t.Fatalf("group b: %d, want 8", got)
+	}
+	st := readStore(t, f.dir)
+	if len(st.Groups) != 1 || st.Groups["b"][keyDeliveryCountLimit] != "8" || st.Generation != 2 {
+		t.Fatalf("store: %+v", st)
+	}
+}
+
+func TestValidateOnly(t *testing.T) {
+	f := openFixture(t, t.TempDir(), staticOf(t))
+	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
+	before, _ := os.ReadFile(filepath.Join(f.dir, storeDirName, storeFileName))
+	request := []AlterResource{
+		groupRes("g", set(keyDeliveryCountLimit, "8"), del(keyRecordLocks)),
+		groupRes("h", set(keyDeliveryCountLimit, "11")),
+		brokerRes(set(keySnapshotCeiling, "700")),
+	}
+	dry := f.m.IncrementalAlterConfigs(request, true)
+	after, _ := os.ReadFile(filepath.Join(f.dir, storeDirName, storeFileName))
+	if !bytes.Equal(before, after) {
+		t.Fatal("validate_only changed the store")
+	}
+	if f.m.DeliveryCountLimit("g") != 7 || f.m.Broker().SnapshotUpdateRecordsPerSnapshot() != 500 {
+		t.Fatal("validate_only changed the values in force")
+	}
+	real := f.m.IncrementalAlterConfigs(request, false)
+	for i := range dry {
+		if dry[i] != real[i] {
+			t.Errorf("resource %d: validate_only said %+v, the real request %+v", i, dry[i], real[i])
+		}
+	}
+	if f.m.DeliveryCountLimit("g") != 8 || f.m.Broker().SnapshotUpdateRecordsPerSnapshot() != 700 {
+		t.Fatal("the real request did not apply")
+	}
+}
+
+func TestAlterRequestErrors(t *testing.T) {
+	f := openFixture(t, t.TempDir(), staticOf(t))
+	for _, tc := range []struct {
+		name string
+		res  AlterResource
+		code ErrorCode
+		want string
+	}{
+		{"topic", AlterResource{Type: ResourceTopic, Name: "orders"}, ErrInvalidRequest, "TOPIC resources are not supported by coordinatord"},
+		{"unspecified type", AlterResource{Type: 0, Name: "x"}, ErrInvalidRequest, "resource type 0 is not supported"},
+		{"empty group", groupRes("", set(keyDeliveryCountLimit, "4")), ErrInvalidRequest, "needs a group id"},
+		{"other broker", AlterResource{Type: ResourceBroker, Name: "2", Configs: []AlterConfig{set(keySnapshotCeiling, "600")}}, ErrInvalidRequest, "BROKER resource 2 is not this node"},
+		{"broker name not a number", AlterResource{Type: ResourceBroker, Name: "one"}, ErrInvalidRequest, "is not this node"},
+		{"unspecified op", groupRes("g", AlterConfig{Name: keyDeliveryCountLimit, Value: ptr("4")}), ErrInvalidConfig, "config operation 0"},
+		{"set without value", groupRes("g", AlterConfig{Name: keyDeliveryCountLimit, Op: OpSet}), ErrInvalidRequest, "SET of share.delivery.count.limit needs a value"},
+		{"group id not UTF-8", groupRes("g\xff", set(keyDeliveryCountLimit, "4")), ErrInvalidRequest, "not valid UTF-8"},
+		{"value not UTF-8", groupRes("g", set(keyDeadLetterTopicName, "dlq\xfe")), ErrInvalidRequest, "must be valid UTF-8"},
+		{"duplicate config", groupRes("g", set(keyDeliveryCountLimit, "4"), set(keyDeliveryCountLimit, "5")), ErrInvalidRequest, "appears more than once"},
+		{"unknown group config", groupRes("g", set("share.foo", "1")), ErrInvalidConfig, "unknown group config share.foo"},
+		{"broker key on group", groupRes("g", set(keyBrokerDeliveryCountLimit, "4")), ErrInvalidConfig, "group.share.delivery.count.limit is a broker config, not a group config; set it in the properties file"},
+		{"append on int group key", groupRes("g", AlterConfig{Name: keyDeliveryCountLimit, Op: OpAppend, Value: ptr("4")}), ErrInvalidConfig, "APPEND applies to LIST configs only and share.delivery.count.limit has type INT; use SET"},
+		{"subtract on bool group key", groupRes("g", AlterConfig{Name: keyRenewAcknowledge, Op: OpSubtract, Value: ptr("true")}), ErrInvalidConfig, "SUBTRACT applies to LIST configs only"},
+		{"append on broker key", brokerRes(AlterConfig{Name: keySnapshotCeiling, Op: OpAppend, Value: ptr("4")}), ErrInvalidConfig, "APPEND applies to LIST configs only"},
+		{"static broker key", brokerRes(set(keyWriteTimeoutMs, "100")), ErrInvalidConfig, "share.coordinator.write.timeout.ms cannot be updated dynamically; set it in the properties file, environment or --override and restart"},
+		{"group key on broker", brokerRes(set(keyGroupSnapshotLimit, "300")), ErrInvalidConfig, "is a group config, not a broker config; alter it on a GROUP resource"},
+		{"unknown broker key", brokerRes(set("share.coordinator.nope", "1")), ErrInvalidConfig, "unknown broker config share.coordinator.nope"},
+		{"ceiling below floor", brokerRes(set(keySnapshotCeiling, "0")), ErrInvalidConfig, "share.coordinator.snapshot.update.records.per.snapshot=0 is out of range [200, 1000]: values below 200 are no longer supported; set a value in [200, 1000]"},
+		{"ceiling above max", brokerRes(set(keySnapshotCeiling, "1001")), ErrInvalidConfig, "=1001 is out of range [200, 1000]"},
+		{"ceiling not a number", brokerRes(set(keySnapshotCeiling, "lots")), ErrInvalidConfig, "=lots is not a valid INT: set a whole number in [200, 1000]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := f.alter(tc.res)
+			if res.ErrorCode != tc.code || !strings.Contains(res.ErrorMessage, tc.want) {
+				t.Fatalf("%s %q, want %s containing %q", res.ErrorCode, res.ErrorMessage, tc.code, tc.want)
+			}
+			if res.Type != tc.res.Type || res.Name != tc.res.Name {
+				t.Fatalf("result names %s %q, want %s %q", res.Type, res.Name, tc.res.Type, tc.res.Name)
+			}
+		})
+	}
+	if gen := readStore(t, f.dir).Generation; gen != 1 {
+		t.Fatalf("refused changes wrote the store (generation %d)", gen)
+	}
+	// The node's own id addresses the same BROKER resource as "".
+	f.mustAlter(t, AlterResource{Type: ResourceBroker, Name: "1", Configs: []AlterConfig{set(keySnapshotCeiling, "600")}})
+	// Both names in one request are the same resource twice.
+	results := f.m.IncrementalAlterConfigs([]AlterResource{
+		{Type: ResourceBroker, Name: "1", Configs: []AlterConfig{set(keySnapshotCeiling, "700")}},
+		brokerRes(set(keySnapshotCeiling, "800")),
+	}, false)
+	for _, r := range results {
+		if r.ErrorCode != ErrInvalidRequest || !strings.Contains(r.ErrorMessage, "more than once") {
+			t.Fatalf("duplicate resource: %+v", results)
+		}
+	}
+}
+
+// TestSessionHeartbeatRelation checks the group rule session > heartbeat on the values the group
+// would run with, when bounds allow them to cross.
+func TestSessionHeartbeatRelation(t *testing.T) {
+	f := openFixture(t, t.TempDir(), staticOf(t, keyBrokerMaxHeartbeatInterval+"=50000", keyBrokerMinSessionTimeout+"=10000"))
+	res := f.alter(groupRes("g", set(keyHeartbeatInterval, "46000")))
+	if res.ErrorCode != ErrInvalidConfig || res.ErrorMessage != "share.session.timeout.ms=45000 (inherited) must be greater than share.heartbeat.interval.ms=46000; raise share.session.timeout.ms or lower share.heartbeat.interval.ms" {
+		t.Fatalf("heartbeat above the inherited session: %+v", res)
+	}
+	f.mustAlter(t, groupRes("g", set(keyHeartbeatInterval, "46000"), set(keySessionTimeout, "50000")))
+	res = f.alter(groupRes("g", set(keySessionTimeout, "46000")))
+	if res.ErrorCode != ErrInvalidConfig || !strings.Contains(res.ErrorMessage, "share.session.timeout.ms=46000 must be greater than share.heartbeat.interval.ms=46000;") {
+		t.Fatalf("session equal to the stored heartbeat: %+v", res)
+	}
+	// Unrelated keys are not blocked by the relation.
+	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "4")))
+}
+
+// TestListOperations exercises APPEND and SUBTRACT on a LIST group key (the built-in table has
+// none yet, so the test adds one).
+func TestListOperations(t *testing.T) {
+	defs := append(Definitions(), Definition{
+		Name: "share.test.tags", Type: TypeList, Default: "a,b", Importance: ImportanceLow,
+		Doc: "Test list.", Scope: ScopeGroup, Dynamic: true,
+	})
+	sch, err := newSchema(defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, problems := loadStatic(sch, Sources{})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	f := openFixture(t, t.TempDir(), st)
+	for _, step := range []struct {
+		op   Operation
+		arg  string
+		want string
+	}{
+		{OpAppend, "c, a", "a,b,c"},
+		{OpSubtract, "a", "b,c"},
+		{OpSet, " x , y ", "x,y"},
+		{OpSubtract, "nope", "x,y"},
+		{OpDelete, "", "a,b"},
+	} {
+		f.mustAlter(t, groupRes("g", AlterConfig{Name: "share.test.tags", Op: step.op, Value: ptr(step.arg)}))
+		if got, _ := f.m.GroupValue("g", "share.test.tags"); got != step.want {
+			t.Fatalf("after %s %q: %q, want %q", step.op, step.arg, got, step.want)
+		}
+	}
+}
+
+func TestCloseStopsChanges(t *testing.T) {
+	f := openFixture(t, t.TempDir(), staticOf(t))
+	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.m.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	res := f.alter(groupRes("g", set(keyDeliveryCountLimit, "8")))
+	if res.ErrorCode != ErrUnknownServerError || !strings.Contains(res.ErrorMessage, "closed") {
+		t.Fatalf("alter after Close: %+v", res)
+	}
+	if f.m.DeliveryCountLimit("g") != 7 {
+		t.Fatal("lookups after Close do not answer from the last state")
+	}
+	families, _ := f.reg.Gather()
+	for _, fam := range families {
+		if fam.GetName() == "sharecoord_group_config_clamped" {
+			t.Fatal("the gauge is still registered after Close")
+		}
+	}
+	// The same registry takes a reopened Manager.
+	m, err := Open(nil, f.dir, staticOf(t), f.reg, Options{NodeID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Close()
+}
+
+func TestMetricsShareRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, err := Open(nil, t.TempDir(), staticOf(t), reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(nil, t.TempDir(), staticOf(t), reg, Options{})
+	if err != nil {
+		t.Fatalf("second Manager on one registry: %v", err)
+	}
+	defer b.Close()
+	if err := reg.Register(prometheus.NewCounter(prometheus.CounterOpts{Name: "other_metric"})); err != nil {
+		t.Fatal(err)
+	}
+	clash := prometheus.NewRegistry()
+	clash.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "sharecoord_group_config_clamped"}))
+	if _, err := Open(nil, t.TempDir(), staticOf(t), clash, Options{}); err == nil {
+		t.Fatal("Open succeeded on a registry with a different collector of the same name")
+	}
+}
+
+// TestIgnoredStoredEntries opens a store with entries this release cannot apply: start-up
+// succeeds, they are logged and ignored, and kept.
+func TestIgnoredStoredEntries(t *testing.T) {
+	dir := t.TempDir()
+	state := &storeState{
+		NumPartitions: 50, Generation: 3,
+		Broker: map[string]string{keySnapshotCeiling: "100", keyWriteTimeoutMs: "10", "share.coordinator.gone": "1"},
+		Groups: map[string]map[string]string{"g": {
+			"share.gone": "1", keyIsolationLevel: "READ_ALL", keyDeliveryCountLimit: "x", keyRecordLocks: "300",
+		}},
+	}
+	data, err := encodeStore(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, storeDirName), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, storeDirName, storeFileName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := openFixture(t, dir, staticOf(t))
+	b := f.m.Broker()
+	if b.SnapshotUpdateRecordsPerSnapshot() != 500 || b.WriteTimeoutMs() != 5000 {
+		t.Fatalf("ignored dynamic values applied: ceiling %d, write timeout %d", b.SnapshotUpdateRecordsPerSnapshot(), b.WriteTimeoutMs())
+	}
+	if f.m.IsolationLevel("g") != "read_uncommitted" || f.m.DeliveryCountLimit("g") != 5 || f.m.PartitionMaxRecordLocks("g") != 300 {
+		t.Fatalf("group g: isolation %q, delivery %d, locks %d", f.m.IsolationLevel("g"), f.m.DeliveryCountLimit("g"), f.m.PartitionMaxRecordLocks("g"))
+	}
+	for _, key := range []string{keySnapshotCeiling, keyWriteTimeoutMs, "share.coordinator.gone", "share.gone", keyIsolationLevel, keyDeliveryCountLimit} {
+		if len(f.warnings(key)) != 1 {
+			t.Errorf("%s: %d WARN logs, want 1", key, len(f.warnings(key)))
+		}
+	}
+	// A later change keeps the entries it does not touch.
+	f.mustAlter(t, groupRes("h", set(keyDeliveryCountLimit, "3")))
+	if st := readStore(t, dir); st.Groups["g"]["share.gone"] != "1" || st.Broker["share.coordinator.gone"] != "1" {
+		t.Fatalf("entries dropped: %+v", st)
+	}
+}
+
+func TestEffectiveEntries(t *testing.T) {
+	f := openFixture(t, t.TempDir(), staticOf(t, keyWriteTimeoutMs+"=7000"))
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "900")))
+	got := map[string]Entry{}
+	for _, e := range f.m.Effective() {
+		got[e.Name] = e
+	}
+	if len(got) != len(f.m.sch.broker) {
+		t.Fatalf("%d entries, want one per broker key (%d)", len(got), len(f.m.sch.broker))
+	}
+	for _, tc := range []Entry{
+		{Name: keySnapshotCeiling, Value: "900", Source: SourceDynamicBrokerConfig, Origin: "dynamic"},
+		{Name: keyWriteTimeoutMs, Value: "7000", Source: SourceStaticBrokerConfig, Origin: "--override"},
+		{Name: keyLoadBufferSize, Value: "5242880", Source: SourceDefaultConfig},
+	} {
+		if got[tc.Name] != tc {
+			t.Errorf("%s: %+v, want %+v", tc.Name, got[tc.Name], tc)
+		}
+	}
+}
+
+// TestSecretsMasked uses a table with a sensitive broker key: Effective, DescribeConfigs and
+// problems never show its value.
+func TestSecretsMasked(t *testing.T) {
+	defs := append(Definitions(), Definition{
+		Name: "tls.key.password", Type: TypePassword, Default: "", Importance: ImportanceHigh,
+		Doc: "Test secret.", Scope: ScopeBroker, Sensitive: true,
+	})
+	sch, err := newSchema(defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, problems := loadStatic(sch, Sources{Overrides: []string{"tls.key.password=hunter2"}})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	f := openFixture(t, t.TempDir(), st)
+	for _, e := range f.m.Effective() {
+		if e.Name == "tls.key.password" && e.Value != "[hidden]" {
+			t.Fatalf("Effective shows the secret: %+v", e)
+		}
+	}
+	res := f.m.DescribeConfigs([]DescribeResource{{Type: ResourceBroker, Keys: []string{"tls.key.password"}}}, true, false)
+	c := res[0].Configs[0]
+	if c.Value != "" || !c.Sensitive || c.Synonyms[0].Value != "" {
+		t.Fatalf("describe shows the secret: %+v", c)
+	}
+	if v, _ := f.m.Broker().Text("tls.key.password"); v != "hunter2" {
+		t.Fatalf("the process itself cannot read the secret: %q", v)
+	}
+	if strings.Contains(MarkdownTable(), "hunter2") {
+		t.Fatal("secret in the table")
+	}
+}

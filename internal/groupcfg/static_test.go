@@ -1,0 +1,273 @@
+package groupcfg
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeProps(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "coordinatord.properties")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestStaticDefaults(t *testing.T) {
+	st := staticOf(t)
+	b := st.Broker()
+	for _, tc := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"NumPartitions", int64(b.NumPartitions()), 50},
+		{"SegmentBytes", int64(b.SegmentBytes()), 104857600},
+		{"SnapshotUpdateRecordsPerSnapshot", int64(b.SnapshotUpdateRecordsPerSnapshot()), 500},
+		{"AppendLingerMs", int64(b.AppendLingerMs()), -1},
+		{"WriteTimeoutMs", int64(b.WriteTimeoutMs()), 5000},
+		{"LoadBufferSize", int64(b.LoadBufferSize()), 5242880},
+		{"PruneIntervalMs", int64(b.PruneIntervalMs()), 300000},
+		{"ColdPartitionSnapshotIntervalMs", int64(b.ColdPartitionSnapshotIntervalMs()), 300000},
+		{"MetricsGroupLabelMax", int64(b.MetricsGroupLabelMax()), 100},
+		{"MaxPartitionsPerRequest", int64(b.MaxPartitionsPerRequest()), 5000},
+		{"GRPCMaxRecvMessageBytes", int64(b.GRPCMaxRecvMessageBytes()), 16777216},
+		{"GRPCMaxConcurrentStreams", int64(b.GRPCMaxConcurrentStreams()), 1024},
+		{"GRPCKeepaliveMinTimeMs", b.GRPCKeepaliveMinTimeMs(), 10000},
+		{"GRPCKeepaliveTimeMs", b.GRPCKeepaliveTimeMs(), 60000},
+		{"GRPCKeepaliveTimeoutMs", b.GRPCKeepaliveTimeoutMs(), 20000},
+		{"ShutdownDrainTimeoutMs", b.ShutdownDrainTimeoutMs(), 20000},
+		{"ShareSessionTimeoutMs", int64(b.ShareSessionTimeoutMs()), 45000},
+		{"ShareHeartbeatIntervalMs", int64(b.ShareHeartbeatIntervalMs()), 5000},
+		{"ShareRecordLockDurationMs", int64(b.ShareRecordLockDurationMs()), 30000},
+		{"ShareDeliveryCountLimit", int64(b.ShareDeliveryCountLimit()), 5},
+		{"SharePartitionMaxRecordLocks", int64(b.SharePartitionMaxRecordLocks()), 2000},
+		{"ShareAssignmentIntervalMs", int64(b.ShareAssignmentIntervalMs()), 1000},
+		{"zero Broker", int64(Broker{}.NumPartitions()), 50},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+	for _, e := range st.Entries() {
+		if e.Source != SourceDefaultConfig || e.Origin != "" {
+			t.Errorf("%s: source %s origin %q with no inputs", e.Name, e.Source, e.Origin)
+		}
+	}
+	if v, ok := b.Int(keyWriteTimeoutMs); !ok || v != 5000 {
+		t.Errorf("Int(%s) = %d, %v", keyWriteTimeoutMs, v, ok)
+	}
+	if v, ok := b.Bool(keyBrokerAssignorOffload); !ok || !v {
+		t.Errorf("Bool(%s) = %v, %v", keyBrokerAssignorOffload, v, ok)
+	}
+	if _, ok := b.Int(keyBrokerAssignorOffload); ok {
+		t.Errorf("Int of a BOOLEAN key succeeded")
+	}
+	if _, ok := b.Text(keyDeliveryCountLimit); ok {
+		t.Errorf("Text of a group key succeeded on Broker")
+	}
+	if _, ok := b.List(keyWriteTimeoutMs); ok {
+		t.Errorf("List of an INT key succeeded")
+	}
+}
+
+func TestStaticPrecedence(t *testing.T) {
+	file := writeProps(t, strings.Join([]string{
+		"share.coordinator.write.timeout.ms=1001",
+		"share.coordinator.load.buffer.size=1002",
+		"share.coordinator.append.linger.ms=1003",
+	}, "\n"))
+	st, err := LoadStatic(Sources{
+		File: file,
+		Env: []string{
+			"PATH=/bin",
+			"COORDINATORD_SHARE_COORDINATOR_LOAD_BUFFER_SIZE=2002",
+			"COORDINATORD_SHARE_COORDINATOR_APPEND_LINGER_MS=2003",
+		},
+		Overrides: []string{"share.coordinator.append.linger.ms=3003"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := st.Broker()
+	if b.WriteTimeoutMs() != 1001 || b.LoadBufferSize() != 2002 || b.AppendLingerMs() != 3003 || b.PruneIntervalMs() != 300000 {
+		t.Fatalf("values: write timeout %d (file), load buffer %d (env), linger %d (override), prune %d (default)",
+			b.WriteTimeoutMs(), b.LoadBufferSize(), b.AppendLingerMs(), b.PruneIntervalMs())
+	}
+	want := map[string]struct {
+		src    ConfigSource
+		origin string
+	}{
+		keyWriteTimeoutMs:  {SourceStaticBrokerConfig, "file " + file},
+		keyLoadBufferSize:  {SourceStaticBrokerConfig, "environment COORDINATORD_SHARE_COORDINATOR_LOAD_BUFFER_SIZE"},
+		keyAppendLingerMs:  {SourceStaticBrokerConfig, "--override"},
+		keyPruneIntervalMs: {SourceDefaultConfig, ""},
+	}
+	for _, e := range st.Entries() {
+		if w, ok := want[e.Name]; ok && (e.Source != w.src || e.Origin != w.origin) {
+			t.Errorf("%s: source %s origin %q, want %s %q", e.Name, e.Source, e.Origin, w.src, w.origin)
+		}
+	}
+}
+
+// TestPropertiesFileSyntax checks Java properties semantics: separators, comments, continuation
+// lines, escapes, whitespace, no ${} expansion, last duplicate wins.
+func TestPropertiesFileSyntax(t *testing.T) {
+	file := writeProps(t, strings.Join([]string{
+		"# a comment",
+		"! another comment",
+		"share.coordinator.write.timeout.ms : 1234",
+		"share.coordinator.load.buffer.size 4321",
+		"share.coordinator.state.topic.prune.interval.ms = 1\\",
+		"    000",
+		"  share.coordinator.append.linger.ms=\\u0035",
+		"metrics.group.label.max=7",
+		"metrics.group.label.max=8",
+	}, "\n"))
+	st, err := LoadStatic(Sources{File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := st.Broker()
+	if b.WriteTimeoutMs() != 1234 || b.LoadBufferSize() != 4321 || b.PruneIntervalMs() != 1000 ||
+		b.AppendLingerMs() != 5 || b.MetricsGroupLabelMax() != 8 {
+		t.Fatalf("parsed: %+v", st.Entries())
+	}
+	// ${...} is text, not an expansion (Java does not expand), so this is a bad INT.
+	problems := CheckStatic(Sources{File: writeProps(t, "share.coordinator.write.timeout.ms=${x}\n")})
+	if len(problems) != 1 || !strings.Contains(problems[0].Message, "${x} is not a valid INT") {
+		t.Fatalf("problems: %v", problems)
+	}
+}
+
+func TestStaticInputProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  Sources
+		want []string // one substring per expected problem, in order
+	}{
+		{"missing file", Sources{File: "/no/such/file.properties"}, []string{"cannot read config file /no/such/file.properties"}},
+		{"unknown key in file", Sources{File: "WRITE:share.coordinator.nope=1"}, []string{"unknown config share.coordinator.nope"}},
+		{"group key in file", Sources{File: "WRITE:share.delivery.count.limit=4"},
+			[]string{"share.delivery.count.limit is a group config, set per group with IncrementalAlterConfigs on a GROUP resource; to change the default of every group, set group.share.delivery.count.limit instead"}},
+		{"unknown env", Sources{Env: []string{"COORDINATORD_SHARE_COORDINATOR_WRITE_TIMEOUT=1"}},
+			[]string{"unknown environment variable COORDINATORD_SHARE_COORDINATOR_WRITE_TIMEOUT"}},
+		{"group key in env", Sources{Env: []string{"COORDINATORD_SHARE_RENEW_ACKNOWLEDGE_ENABLE=false"}},
+			[]string{"names the group config share.renew.acknowledge.enable"}},
+		{"other env ignored", Sources{Env: []string{"HOME=/root", "COORDINATOR_X=1"}}, nil},
+		{"override without =", Sources{Overrides: []string{"share.coordinator.write.timeout.ms"}}, []string{"is not KEY=VALUE"}},
+		{"override empty key", Sources{Overrides: []string{"=5"}}, []string{"is not KEY=VALUE"}},
+		{"unknown override", Sources{Overrides: []string{"listen=1"}}, []string{"unknown config listen"}},
+		{"all at once", Sources{
+			Env:       []string{"COORDINATORD_TYPO=1"},
+			Overrides: []string{"typo.key=1", "share.coordinator.write.timeout.ms=0", "metrics.group.label.max=x"},
+		}, []string{"COORDINATORD_TYPO", "typo.key", "share.coordinator.write.timeout.ms=0 is out of range [1, 2147483647]", "metrics.group.label.max=x is not a valid INT"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if path, ok := strings.CutPrefix(tc.src.File, "WRITE:"); ok {
+				tc.src.File = writeProps(t, path)
+			}
+			problems := CheckStatic(tc.src)
+			_, err := LoadStatic(tc.src)
+			if len(problems) != len(tc.want) {
+				t.Fatalf("problems %v, want %d", problems, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(problems[i].String(), w) {
+					t.Errorf("problem %d %q lacks %q", i, problems[i], w)
+				}
+			}
+			var se *StaticError
+			switch {
+			case len(tc.want) == 0 && err != nil:
+				t.Fatalf("LoadStatic: %v", err)
+			case len(tc.want) > 0 && (!errors.As(err, &se) || len(se.Problems) != len(tc.want)):
+				t.Fatalf("LoadStatic error %v, want a *StaticError with the same problems", err)
+			case len(tc.want) > 0 && strings.Count(err.Error(), "\n") != len(tc.want)-1:
+				t.Fatalf("LoadStatic error is not one line per problem: %q", err)
+			}
+		})
+	}
+}
+
+// TestBrokerSnapshotLimitSeed is seed 000's broker-level test: [200, 1000], and a value below 200
+// (including the formerly documented 0) stops start-up with the migration step.
+func TestBrokerSnapshotLimitSeed(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		ok    bool
+		want  string
+	}{
+		{"200", true, ""},
+		{"500", true, ""},
+		{"1000", true, ""},
+		{"199", false, "share.coordinator.snapshot.update.records.per.snapshot=199 is out of range [200, 1000]: values below 200 are no longer supported; remove the setting (default 500) or set a value in [200, 1000] before upgrading"},
+		{"0", false, "share.coordinator.snapshot.update.records.per.snapshot=0 is out of range [200, 1000]: values below 200 are no longer supported; remove the setting (default 500) or set a value in [200, 1000] before upgrading"},
+		{"-1", false, "share.coordinator.snapshot.update.records.per.snapshot=-1 is out of range [200, 1000]: values below 200 are no longer supported; remove the setting (default 500) or set a value in [200, 1000] before upgrading"},
+		{"1001", false, "share.coordinator.snapshot.update.records.per.snapshot=1001 is out of range [200, 1000]: remove the setting (default 500) or set a value in [200, 1000]"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			st, err := LoadStatic(Sources{Env: []string{"COORDINATORD_SHARE_COORDINATOR_SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT=" + tc.value}})
+			if tc.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := st.Broker().SnapshotUpdateRecordsPerSnapshot(); got != int(mustAtoi(t, tc.value)) {
+					t.Fatalf("value %d", got)
+				}
+				return
+			}
+			want := tc.want + " (from environment COORDINATORD_SHARE_COORDINATOR_SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT)"
+			if err == nil || err.Error() != want {
+				t.Fatalf("error:\n%v\nwant:\n%s", err, want)
+			}
+		})
+	}
+}
+
+func TestStaticCrossChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		overrides []string
+		want      []string
+	}{
+		{"defaults", nil, nil},
+		{"default below min", []string{"group.share.min.delivery.count.limit=5", "group.share.delivery.count.limit=3"},
+			[]string{"group.share.delivery.count.limit=3 is below group.share.min.delivery.count.limit=5: the default of share.delivery.count.limit must lie within its bounds [5, 10]; raise group.share.delivery.count.limit or lower group.share.min.delivery.count.limit"}},
+		{"default above max", []string{"group.share.max.record.lock.duration.ms=40000", "group.share.record.lock.duration.ms=50000"},
+			[]string{"group.share.record.lock.duration.ms=50000 is above group.share.max.record.lock.duration.ms=40000"}},
+		{"min above max", []string{"group.share.min.assignment.interval.ms=20000"},
+			[]string{"group.share.assignment.interval.ms=1000 is below group.share.min.assignment.interval.ms=20000"}},
+		{"heartbeat not below session", []string{"group.share.heartbeat.interval.ms=45000", "group.share.max.heartbeat.interval.ms=50000", "group.share.min.session.timeout.ms=1000"},
+			[]string{"group.share.heartbeat.interval.ms=45000 is not less than group.share.session.timeout.ms=45000"}},
+		{"several", []string{"group.share.partition.max.record.locks=5000", "group.share.min.session.timeout.ms=50000"},
+			[]string{"group.share.session.timeout.ms=45000 is below group.share.min.session.timeout.ms=50000",
+				"group.share.partition.max.record.locks=5000 is above group.share.max.partition.max.record.locks=4000"}},
+		{"invalid values are not cross-checked", []string{"group.share.delivery.count.limit=99"},
+			[]string{"group.share.delivery.count.limit=99 is out of range [2, 10]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			problems := CheckStatic(Sources{Overrides: tc.overrides})
+			if len(problems) != len(tc.want) {
+				t.Fatalf("problems %v, want %q", problems, tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(problems[i].Message, w) {
+					t.Errorf("problem %q lacks %q", problems[i].Message, w)
+				}
+			}
+		})
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int64 {
+	t.Helper()
+	v, ok := parseValue(TypeLong, s)
+	if !ok {
+		t.Fatalf("not a number: %q", s)
+	}
+	return v.num
+}
