@@ -1,0 +1,116 @@
+package statelog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// maxRetainedBuf bounds the frame buffer kept between appends; larger batches use a buffer
+// of their own.
+const maxRetainedBuf = 1 << 20
+
+// Append writes records as one atomic batch and returns after it is durable (written and
+// fdatasync'ed). first is the offset of records[0]; offsets are dense. A record larger than
+// MaxRecordBytes → ErrRecordTooLarge, a batch whose payload exceeds MaxBatchBytes →
+// ErrBatchTooLarge, both before any I/O (not sticky). Any write/sync/roll error is returned
+// wrapped in ErrFailed and is sticky: every later Append returns an error wrapping ErrFailed
+// until the log is closed and reopened. An empty batch is a no-op returning (EndOffset(), nil).
+//
+// The batch is one frame written with one write call: after a crash, recovery finds all of
+// it or none of it.
+func (l *Log) Append(records [][]byte) (first int64, err error) {
+	if err := l.usable(); err != nil {
+		return 0, err
+	}
+	first = l.end.Load()
+	if len(records) == 0 {
+		return first, nil
+	}
+	payload := 0
+	for i, r := range records {
+		if len(r) > l.opts.MaxRecordBytes {
+			return 0, fmt.Errorf("%w: record %d has %d bytes, MaxRecordBytes is %d", ErrRecordTooLarge, i, len(r), l.opts.MaxRecordBytes)
+		}
+		payload += recordPrefixSize + len(r)
+		if payload > MaxBatchBytes {
+			return 0, fmt.Errorf("%w: %d records exceed %d bytes", ErrBatchTooLarge, len(records), MaxBatchBytes)
+		}
+	}
+	if first > maxOffset-int64(len(records)) {
+		return 0, fmt.Errorf("%w: offsets past %d", ErrOutOfRange, int64(maxOffset))
+	}
+	frameSize := frameHeaderSize + payload
+
+	active := &l.segments[len(l.segments)-1]
+	if active.size > segmentHeaderSize && active.size+int64(frameSize) > l.opts.SegmentBytes {
+		if err := l.roll(); err != nil {
+			return 0, l.fail(err)
+		}
+		active = &l.segments[len(l.segments)-1]
+	}
+
+	buf := l.frame(records, frameSize, first)
+	if _, err := l.active.WriteAt(buf, active.size); err != nil {
+		return 0, l.fail(fmt.Errorf("statelog: append to %s: %w", active.path, err))
+	}
+	began := time.Now()
+	if err := l.active.Sync(); err != nil {
+		return 0, l.fail(fmt.Errorf("statelog: sync %s: %w", active.path, err))
+	}
+	took := time.Since(began)
+
+	active.size += int64(frameSize)
+	l.size.Add(int64(frameSize))
+	l.end.Store(first + int64(len(records)))
+	l.m.appended(len(records), frameSize, took.Seconds())
+	l.publish()
+	return first, nil
+}
+
+// frame encodes records as one frame starting at offset base.
+func (l *Log) frame(records [][]byte, frameSize int, base int64) []byte {
+	var buf []byte
+	if frameSize <= cap(l.buf) {
+		buf = l.buf[:frameSize]
+	} else {
+		buf = make([]byte, frameSize)
+		if frameSize <= maxRetainedBuf {
+			l.buf = buf
+		}
+	}
+	p := frameHeaderSize
+	for _, r := range records {
+		binary.LittleEndian.PutUint32(buf[p:], uint32(len(r)))
+		p += recordPrefixSize
+		p += copy(buf[p:], r)
+	}
+	payload := buf[frameHeaderSize:]
+	frameHeader{
+		count:      uint32(len(records)),
+		length:     uint32(len(payload)),
+		base:       base,
+		payloadCRC: crc(payload),
+	}.encode(buf)
+	return buf
+}
+
+// roll seals the active segment (already synced by the append that filled it) and starts a
+// new one at the end offset.
+func (l *Log) roll() error {
+	seg, f, err := l.createSegment(l.end.Load())
+	if err != nil {
+		return err
+	}
+	old, oldPath := l.active, l.segments[len(l.segments)-1].path
+	l.segments = append(l.segments, seg)
+	l.active = f
+	l.size.Add(seg.size)
+	l.logger.Debug("rolled state log segment", zap.String("segment", seg.path), zap.Int64("base_offset", seg.base))
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("statelog: close sealed segment %s: %w", oldPath, err)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+// Package statelog is a segmented, checksummed, fsynced, append-only log of opaque records
+// with dense logical offsets (like Kafka offsets) and a movable log-start offset. One Log
+// holds the durable state of one state partition.
+//
+// # Guarantees
+//
+//   - Append writes a batch of records as one frame with one write call and returns after an
+//     fdatasync: an acknowledged batch survives any crash. A batch is atomic: recovery finds all
+//     of it or none of it.
+//   - Open verifies every checksum of the live log. A torn tail of the newest segment (what an
+//     interrupted append leaves) is truncated and reported; any other damage fails Open with a
+//     *CorruptionError naming the file and byte offset. Nothing acknowledged is dropped
+//     silently. Repair, for operators, cuts the log at a corruption point and reports what it
+//     dropped.
+//   - Every file creation, rename and removal is followed by an fsync of the directory. A
+//     failed write or sync is never retried: the log fails (ErrFailed) until reopened, because
+//     after a failed fsync the kernel may already have dropped the dirty pages.
+//
+// # Directory
+//
+//	<dir>/00000000000000000000-0000000000000001.seg   segment: base offset 0, segment id 1
+//	<dir>/00000000000000051200-0000000000000002.seg   segment: base offset 51200, id 2 (active)
+//	<dir>/start-offset                                log-start offset (absent until first set)
+//	<dir>/LOCK                                        flock held while the log is open
+//
+// Segment names are the base offset in 20 decimal digits and a segment id in 16 hex digits,
+// so lexical order is offset order. Ids are unique and increase; the name must agree with the
+// segment header, and each segment must start at the offset where the previous one ends. A
+// new segment is started (rolled) when the next batch would take the active one past
+// Options.SegmentBytes; a batch larger than that goes whole into an otherwise empty segment.
+//
+// # Segment file
+//
+//	segment  +--------+---------+-------+------------+-------------+----------+--------+
+//	header   | magic  | version | flags | segment id | base offset | reserved | crc32c |
+//	32 bytes | "CDSG" |   u16   |  u16  |    u64     |     u64     |   u32    |  u32   |
+//	         +--------+---------+-------+------------+-------------+----------+--------+
+//	         | frame: batch 1                                                          |
+//	         +-------------------------------------------------------------------------+
+//	         | frame: batch 2                                                          |
+//	         +-------------------------------------------------------------------------+
+//	         | ...                                                                     |
+//
+//	frame    +--------+-------+--------+-------------+-------------+------------+
+//	header   | magic  | count | length | base offset | payload crc | header crc |
+//	28 bytes | "CDBF" |  u32  |  u32   |     u64     |     u32     |    u32     |
+//	         +--------+-------+--------+-------------+-------------+------------+
+//	payload  | len u32 | record bytes | len u32 | record bytes | ...  (count records)
+//	         +---------+--------------+---------+--------------+------
+//
+// All integers are little-endian; checksums are CRC-32C (Castagnoli). The segment header's
+// crc32c covers its first 28 bytes, the frame's header crc its first 24 bytes and the payload
+// crc the payload's length bytes. Flags and reserved fields are zero. A frame's base offset
+// is the offset of its first record, and consecutive frames are contiguous. A record holds at
+// most Options.MaxRecordBytes bytes and a payload at most MaxBatchBytes; both bounds are
+// checked against the header before any buffer is sized for the payload.
+//
+// The log-start offset file is 20 bytes: magic "CDSO" u32, version u16, flags u16, offset
+// u64, crc32c u32. SetStartOffset replaces it atomically (write start-offset.tmp, fsync,
+// rename, fsync the directory) and only then deletes segments wholly below the new offset, so
+// a crash in between leaves segments that the next Open deletes. The active segment is never
+// deleted.
+//
+// The magic numbers, sizes, field layouts, file names and MaxBatchBytes are part of the format:
+// changing any of them makes existing logs unreadable.
+//
+// # Torn tail or corruption
+//
+// The log writes only at the end of the newest segment, one frame at a time, and syncs each
+// frame before writing the next; a roll syncs the new segment's header and the directory
+// before the first frame goes in. So a crash can damage only the last frame of the newest
+// segment, and nothing valid can follow that damage. Recovery uses exactly this:
+//
+//   - A frame of the newest segment that is incomplete or fails a checksum is a torn tail if
+//     no intact frame exists anywhere after it in that segment (the rest of the file is
+//     scanned): the segment is truncated there, fsynced, logged and counted
+//     (sharecoord_state_log_torn_tail_truncations_total).
+//   - If an intact frame follows the bad one, acknowledged data lies after the damage: that is
+//     corruption.
+//   - Bad frames in any older segment are always corruption, as are frames whose checksums
+//     hold but whose content is impossible (wrong base offset, empty, malformed records),
+//     header/name disagreements and gaps between segments.
+//   - A newest segment whose header is incomplete or fails its checksum and which holds no
+//     intact frame is what an interrupted roll leaves: it is deleted, and the segment before
+//     it must then be entirely valid.
+//   - A log-start offset below the first segment or beyond the end offset is corruption.
+package statelog

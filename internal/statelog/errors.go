@@ -1,0 +1,62 @@
+package statelog
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed is returned by operations on a closed Log.
+	ErrClosed = errors.New("statelog: log closed")
+	// ErrFailed is wrapped by every write-side operation after a write, sync or roll error:
+	// the state of the files is unknown until the log is closed and reopened.
+	ErrFailed = errors.New("statelog: log failed; close and reopen it")
+	// ErrRecordTooLarge is returned by Append, before any I/O, for a record larger than
+	// Options.MaxRecordBytes. It does not fail the log.
+	ErrRecordTooLarge = errors.New("statelog: record too large")
+	// ErrBatchTooLarge is returned by Append, before any I/O, for a batch whose encoded payload
+	// exceeds MaxBatchBytes. It does not fail the log.
+	ErrBatchTooLarge = errors.New("statelog: batch too large")
+	// ErrOutOfRange is returned for an offset outside [StartOffset(), EndOffset()].
+	ErrOutOfRange = errors.New("statelog: offset out of range")
+)
+
+// CorruptionError says where the log is damaged. Segment is the path of the damaged file (a
+// segment, or the log-start offset file) and Offset the byte offset in it where the damage
+// starts: the first byte that Repair would drop.
+type CorruptionError struct {
+	Segment string // segment file path
+	Offset  int64  // byte offset in that file
+	Reason  string
+	Err     error
+
+	// kind tells Repair how to cut the damage out; for damageStart, fixStart is the offset
+	// to reset the log-start offset to (-1: remove it, no segment remains).
+	kind     damageKind
+	fixStart int64
+}
+
+// damageKind classifies corruption for Repair.
+type damageKind int
+
+const (
+	// damageSegment: drop Segment from Offset on (the whole file if Offset is inside its
+	// header) and every later segment.
+	damageSegment damageKind = iota
+	// damageStray: Segment is a file that cannot be placed in the log; remove it alone.
+	damageStray
+	// damageStart: the log-start offset is unreadable or outside the data; rewrite it.
+	damageStart
+)
+
+// Error returns a one-line description naming the file and byte offset.
+func (e *CorruptionError) Error() string {
+	msg := fmt.Sprintf("statelog: corruption in %s at byte %d: %s", e.Segment, e.Offset, e.Reason)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *CorruptionError) Unwrap() error { return e.Err }

@@ -1,0 +1,143 @@
+package statelog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+)
+
+// Log is a segmented, checksummed, append-only log of opaque records in one directory.
+//
+// Concurrency: Append, SetStartOffset, Replay and Close are called from one goroutine (the
+// owner). StartOffset, EndOffset and Size are safe from any goroutine.
+type Log struct {
+	logger *zap.Logger
+	dir    string
+	opts   Options
+	fs     FS
+	m      logMetrics
+	lock   io.Closer
+
+	// Owner-goroutine state.
+	segments []segment // in offset order; the last is the active segment
+	active   File      // the active segment, open for writing
+	nextID   uint64    // id of the next segment
+	buf      []byte    // frame assembly buffer, reused across appends
+	failed   error     // first write-side failure; sticky
+	closed   bool
+
+	start atomic.Int64
+	end   atomic.Int64
+	size  atomic.Int64
+}
+
+// createSegment creates a segment whose first record will have offset base, and makes it
+// durable (header synced, directory synced) before returning it open for writing.
+func (l *Log) createSegment(base int64) (segment, File, error) {
+	seg := segment{id: l.nextID, base: base, path: filepath.Join(l.dir, segmentName(base, l.nextID)), size: segmentHeaderSize}
+	f, err := l.fs.Create(seg.path)
+	if err != nil {
+		return segment{}, nil, fmt.Errorf("statelog: create segment %s: %w", seg.path, err)
+	}
+	l.nextID++
+	var hdr [segmentHeaderSize]byte
+	segmentHeader{id: seg.id, base: base}.encode(hdr[:])
+	if _, err = f.WriteAt(hdr[:], 0); err != nil {
+		err = fmt.Errorf("statelog: write header of %s: %w", seg.path, err)
+	} else if err = f.Sync(); err != nil {
+		err = fmt.Errorf("statelog: sync %s: %w", seg.path, err)
+	} else {
+		err = l.syncDir()
+	}
+	if err != nil {
+		if cerr := f.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("statelog: close %s: %w", seg.path, cerr))
+		}
+		return segment{}, nil, err
+	}
+	return seg, f, nil
+}
+
+func (l *Log) remove(path string) error {
+	if err := l.fs.Remove(path); err != nil {
+		return fmt.Errorf("statelog: remove %s: %w", path, err)
+	}
+	return nil
+}
+
+func (l *Log) syncDir() error {
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("statelog: sync directory %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// fail makes err sticky and returns it wrapped in ErrFailed.
+func (l *Log) fail(err error) error {
+	if l.failed == nil {
+		l.failed = err
+		l.logger.Error("state log failed; it refuses writes until reopened", zap.Error(err))
+	}
+	return fmt.Errorf("%w: %w", ErrFailed, err)
+}
+
+// usable returns why the log cannot be used by the owner now, or nil.
+func (l *Log) usable() error {
+	if l.closed {
+		return ErrClosed
+	}
+	if l.failed != nil {
+		return fmt.Errorf("%w: %w", ErrFailed, l.failed)
+	}
+	return nil
+}
+
+// publish updates the gauges from the current state.
+func (l *Log) publish() {
+	l.m.bounds(l.start.Load(), l.end.Load(), l.size.Load(), len(l.segments))
+}
+
+// StartOffset returns the log-start offset: the first offset Replay may return.
+func (l *Log) StartOffset() int64 { return l.start.Load() }
+
+// EndOffset returns the offset the next appended record will get.
+func (l *Log) EndOffset() int64 { return l.end.Load() }
+
+// Size returns the bytes of all segment files.
+func (l *Log) Size() int64 { return l.size.Load() }
+
+// Close closes the log's files and releases its directory lock. Every acknowledged append is
+// already durable, so Close does not sync. It is idempotent; after it every other owner method
+// returns ErrClosed.
+func (l *Log) Close() error {
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	if err := l.closeFiles(); err != nil {
+		return err
+	}
+	l.logger.Debug("closed state log")
+	return nil
+}
+
+func (l *Log) closeFiles() error {
+	var errs []error
+	if l.active != nil {
+		if err := l.active.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("statelog: close %s: %w", l.segments[len(l.segments)-1].path, err))
+		}
+		l.active = nil
+	}
+	if l.lock != nil {
+		if err := l.lock.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("statelog: unlock %s: %w", l.dir, err))
+		}
+		l.lock = nil
+	}
+	return errors.Join(errs...)
+}

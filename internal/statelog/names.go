@@ -1,0 +1,36 @@
+package statelog
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Segment file names are "<base offset, 20 decimal digits>-<segment id, 16 hex digits>.seg",
+// so that lexical order is offset order.
+const (
+	baseDigits  = 20
+	idDigits    = 16
+	segNameSize = baseDigits + 1 + idDigits + len(segmentSuffix)
+)
+
+func segmentName(base int64, id uint64) string {
+	return fmt.Sprintf("%0*d-%0*x%s", baseDigits, base, idDigits, id, segmentSuffix)
+}
+
+// parseSegmentName returns the base offset and id a segment name encodes. Only the exact
+// form segmentName produces is accepted.
+func parseSegmentName(name string) (base int64, id uint64, ok bool) {
+	if len(name) != segNameSize || !strings.HasSuffix(name, segmentSuffix) || name[baseDigits] != '-' {
+		return 0, 0, false
+	}
+	b, err := strconv.ParseUint(name[:baseDigits], 10, 64)
+	if err != nil || b > maxOffset {
+		return 0, 0, false
+	}
+	i, err := strconv.ParseUint(name[baseDigits+1:baseDigits+1+idDigits], 16, 64)
+	if err != nil || segmentName(int64(b), i) != name {
+		return 0, 0, false
+	}
+	return int64(b), i, true
+}

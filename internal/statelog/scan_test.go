@@ -1,0 +1,106 @@
+package statelog
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+)
+
+func scanAll(t *testing.T, path string, opts Options) ([]rec, error) {
+	t.Helper()
+	var out []rec
+	err := Scan(zaptest.NewLogger(t), path, opts, func(off int64, r []byte) error {
+		out = append(out, rec{off, bytes.Clone(r)})
+		return nil
+	})
+	return out, err
+}
+
+func TestScan(t *testing.T) {
+	dir, segs, model := buildCorruptionLog(t)
+	opts := ctOptions()
+	opts.ReadBufferBytes = 100
+
+	t.Run("directory", func(t *testing.T) {
+		got, err := scanAll(t, dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, got, want(model, 0))
+	})
+	t.Run("single segment file", func(t *testing.T) {
+		got, err := scanAll(t, segs[1], opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := int64(recordsBefore(1, 0))
+		checkRecords(t, got, want(model[:recordsBefore(2, 0)], first))
+	})
+	t.Run("skips below the start offset", func(t *testing.T) {
+		d := copyDir(t, dir)
+		l := mustOpen(t, d, opts)
+		if err := l.SetStartOffset(9); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := scanAll(t, d, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, got, want(model, 9))
+	})
+	t.Run("torn tail ends the scan and is left alone", func(t *testing.T) {
+		d := copyDir(t, dir)
+		newest := filepath.Join(d, filepath.Base(segs[2]))
+		editFile(t, newest, func(b []byte) []byte { return b[:len(b)-7] })
+		before := dirContent(t, d)
+		got, err := scanAll(t, d, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, got, want(model[:recordsBefore(2, 2)], 0))
+		got, err = scanAll(t, newest, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, got, want(model[:recordsBefore(2, 2)], int64(recordsBefore(2, 0))))
+		if after := dirContent(t, d); !maps.Equal(before, after) {
+			t.Fatal("Scan modified the log")
+		}
+	})
+	t.Run("callback error returned as is", func(t *testing.T) {
+		stop := errors.New("stop")
+		n := 0
+		err := Scan(zaptest.NewLogger(t), dir, opts, func(int64, []byte) error {
+			n++
+			if n == 4 {
+				return stop
+			}
+			return nil
+		})
+		if err != stop || n != 4 {
+			t.Fatalf("Scan = %v after %d records, want stop after 4", err, n)
+		}
+	})
+	t.Run("missing path", func(t *testing.T) {
+		if _, err := scanAll(t, filepath.Join(dir, "nope"), opts); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("Scan of a missing path = %v, want ErrNotExist", err)
+		}
+	})
+	t.Run("single file with a bad header", func(t *testing.T) {
+		d := copyDir(t, dir)
+		p := filepath.Join(d, filepath.Base(segs[0]))
+		editFile(t, p, func(b []byte) []byte { b[0] ^= 1; return b })
+		_, err := scanAll(t, p, opts)
+		if ce := asCorruption(t, err); ce.Offset != 0 {
+			t.Fatalf("corruption at byte %d, want 0", ce.Offset)
+		}
+	})
+}

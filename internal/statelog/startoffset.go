@@ -1,0 +1,79 @@
+package statelog
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"go.uber.org/zap"
+)
+
+// SetStartOffset durably moves the log-start offset forward to off (atomic replace + directory
+// fsync), then deletes every segment whose records are all below off (the active segment is
+// never deleted) and fsyncs the directory. off ≤ StartOffset() → no-op; off > EndOffset() →
+// ErrOutOfRange. An I/O error is sticky, as for Append. A crash between persisting the offset
+// and deleting the segments leaves segments below the start offset, which Open deletes.
+func (l *Log) SetStartOffset(off int64) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if off <= l.start.Load() {
+		return nil
+	}
+	if end := l.end.Load(); off > end {
+		return fmt.Errorf("%w: start offset %d beyond end offset %d", ErrOutOfRange, off, end)
+	}
+	if err := writeStartFile(l.fs, l.dir, off); err != nil {
+		return l.fail(err)
+	}
+	l.start.Store(off)
+	defer l.publish()
+
+	removed := false
+	for len(l.segments) > 1 && l.segments[1].base <= off {
+		s := l.segments[0]
+		if err := l.remove(s.path); err != nil {
+			return l.fail(err)
+		}
+		removed = true
+		l.segments = l.segments[1:]
+		l.size.Add(-s.size)
+		l.logger.Debug("deleted segment below the log-start offset", zap.String("segment", s.path), zap.Int64("start_offset", off))
+	}
+	if removed {
+		if err := l.syncDir(); err != nil {
+			return l.fail(err)
+		}
+	}
+	return nil
+}
+
+// writeStartFile persists off as the log-start offset of the log in dir: write a temporary
+// file, sync it, rename it over the old one, sync the directory.
+func writeStartFile(fsys FS, dir string, off int64) error {
+	tmp, path := filepath.Join(dir, startTmpName), filepath.Join(dir, startFileName)
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("statelog: create %s: %w", tmp, err)
+	}
+	var b [startFileSize]byte
+	encodeStartFile(b[:], off)
+	if _, err = f.WriteAt(b[:], 0); err != nil {
+		err = fmt.Errorf("statelog: write %s: %w", tmp, err)
+	} else if err = f.Sync(); err != nil {
+		err = fmt.Errorf("statelog: sync %s: %w", tmp, err)
+	}
+	if cerr := f.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("statelog: close %s: %w", tmp, cerr))
+	}
+	if err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return fmt.Errorf("statelog: rename %s to %s: %w", tmp, path, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("statelog: sync directory %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package statelog
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+)
+
+func TestSetStartOffset(t *testing.T) {
+	// 12 batches of 2 records, 3 batches per segment: segments start at 0, 6, 12, 18.
+	batch := func(i int) [][]byte { return fixedBatch(uint64(i), 2, 60) }
+	opts := Options{SegmentBytes: segmentHeaderSize + 3*frameLen(batch(0))}
+	tests := []struct {
+		name         string
+		moves        []int64
+		wantErr      error
+		wantStart    int64
+		wantSegments []int64 // base offsets of the remaining segments
+	}{
+		{name: "inside the first segment", moves: []int64{3}, wantStart: 3, wantSegments: []int64{0, 6, 12, 18}},
+		{name: "at a segment boundary", moves: []int64{6}, wantStart: 6, wantSegments: []int64{6, 12, 18}},
+		{name: "across several segments", moves: []int64{2, 13}, wantStart: 13, wantSegments: []int64{12, 18}},
+		{name: "backwards is a no-op", moves: []int64{13, 7}, wantStart: 13, wantSegments: []int64{12, 18}},
+		{name: "to the end keeps the active segment", moves: []int64{24}, wantStart: 24, wantSegments: []int64{18}},
+		{name: "beyond the end", moves: []int64{25}, wantErr: ErrOutOfRange, wantStart: 0, wantSegments: []int64{0, 6, 12, 18}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := mustOpen(t, dir, opts)
+			var model [][]byte
+			for i := range 12 {
+				mustAppend(t, l, batch(i))
+				model = append(model, batch(i)...)
+			}
+			var err error
+			for _, off := range tc.moves {
+				if err = l.SetStartOffset(off); err != nil {
+					break
+				}
+			}
+			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Fatalf("SetStartOffset = %v, want %v", err, tc.wantErr)
+			}
+			check := func(l *Log) {
+				t.Helper()
+				if l.StartOffset() != tc.wantStart {
+					t.Fatalf("StartOffset() = %d, want %d", l.StartOffset(), tc.wantStart)
+				}
+				var bases []int64
+				for _, n := range segmentFiles(t, l.fs, dir) {
+					base, _, _ := parseSegmentName(n)
+					bases = append(bases, base)
+				}
+				if !slices.Equal(bases, tc.wantSegments) {
+					t.Fatalf("segments start at %v, want %v", bases, tc.wantSegments)
+				}
+				if got, want := l.Size(), segmentBytes(t, l.fs, dir); got != want {
+					t.Fatalf("Size() = %d, files hold %d", got, want)
+				}
+				checkRecords(t, readAll(t, l, tc.wantStart), want(model, tc.wantStart))
+				if tc.wantStart > 0 {
+					if err := l.Replay(tc.wantStart-1, func(int64, []byte) error { return nil }); !errors.Is(err, ErrOutOfRange) {
+						t.Fatalf("Replay below the start offset = %v, want ErrOutOfRange", err)
+					}
+				}
+			}
+			check(l)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			check(mustOpen(t, dir, opts))
+		})
+	}
+}
+
+// A crash after the start offset is persisted but before the segments below it are deleted
+// leaves them behind; Open deletes them.
+func TestOpenDeletesSegmentsBelowStart(t *testing.T) {
+	mem := faultfs.NewCrashFS()
+	ffs := faultfs.Wrap(mem, nil)
+	batch := func(i int) [][]byte { return fixedBatch(uint64(i), 1, 80) }
+	opts := Options{FS: ffs, SegmentBytes: segmentHeaderSize + 2*frameLen(batch(0))}
+	l := mustOpen(t, "/log", opts)
+	var model [][]byte
+	for i := range 8 { // segments at 0, 2, 4, 6
+		mustAppend(t, l, batch(i))
+		model = append(model, batch(i)...)
+	}
+	ffs.SetInjector(faultfs.Match(faultfs.OnKinds(faultfs.OpRemove), errEIO))
+	if err := l.SetStartOffset(5); !errors.Is(err, errEIO) {
+		t.Fatalf("SetStartOffset with failing removal = %v, want EIO", err)
+	}
+	ffs.SetInjector(nil)
+	_ = l.Close()
+	if n := len(segmentFiles(t, mem, "/log")); n != 4 {
+		t.Fatalf("%d segments before reopen, want all 4", n)
+	}
+	// What a power cut leaves: the start offset was synced, the removals never happened.
+	crashed := mem.CrashClone(faultfs.CrashOptions{})
+	opts.FS = crashed
+	l = mustOpen(t, "/log", opts)
+	if got := segmentFiles(t, crashed, "/log"); !slices.Equal(got, []string{segmentName(4, 3), segmentName(6, 4)}) {
+		t.Fatalf("segments after reopen %v, want the two from offset 4", got)
+	}
+	if l.StartOffset() != 5 {
+		t.Fatalf("StartOffset() = %d, want 5", l.StartOffset())
+	}
+	checkRecords(t, readAll(t, l, 5), want(model, 5))
+}
+
+func TestStartOffsetFileProblems(t *testing.T) {
+	batch := func(i int) [][]byte { return fixedBatch(uint64(i), 1, 80) }
+	opts := Options{SegmentBytes: segmentHeaderSize + 2*frameLen(batch(0))}
+	build := func(t *testing.T) string {
+		dir := t.TempDir()
+		l := mustOpen(t, dir, opts)
+		for i := range 6 { // segments at 0, 2, 4
+			mustAppend(t, l, batch(i))
+		}
+		if err := l.SetStartOffset(3); err != nil { // deletes the segment at 0
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	writeStart := func(off int64) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			var b [startFileSize]byte
+			encodeStartFile(b[:], off)
+			if err := os.WriteFile(filepath.Join(dir, startFileName), b[:], 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tests := []struct {
+		name      string
+		damage    func(t *testing.T, dir string)
+		wantStart int64 // after Repair
+	}{
+		{name: "garbage", wantStart: 2, damage: func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, startFileName), []byte("not an offset file!!"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "truncated", wantStart: 2, damage: func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, startFileName), 7); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "missing", wantStart: 2, damage: func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, startFileName)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "below the first segment", wantStart: 2, damage: writeStart(1)},
+		{name: "beyond the end", wantStart: 6, damage: writeStart(7)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := build(t)
+			tc.damage(t, dir)
+			before := dirContent(t, dir)
+			_, err := Open(nil, dir, opts)
+			ce := asCorruption(t, err)
+			if ce.Segment != filepath.Join(dir, startFileName) {
+				t.Fatalf("corruption names %s, want the start-offset file", ce.Segment)
+			}
+			after := dirContent(t, dir)
+			delete(after, lockFileName)
+			delete(before, lockFileName)
+			if !maps.Equal(before, after) {
+				t.Fatal("a failed Open changed the directory")
+			}
+			report, err := Repair(nil, dir, opts)
+			if err != nil {
+				t.Fatalf("Repair: %v", err)
+			}
+			if !report.StartOffsetReset || report.NewStartOffset != tc.wantStart || report.DroppedBytes != 0 {
+				t.Fatalf("Repair report %+v, want start reset to %d and nothing dropped", report, tc.wantStart)
+			}
+			l := mustOpen(t, dir, opts)
+			if l.StartOffset() != tc.wantStart || l.EndOffset() != 6 {
+				t.Fatalf("bounds after repair [%d, %d), want [%d, 6)", l.StartOffset(), l.EndOffset(), tc.wantStart)
+			}
+		})
+	}
+}

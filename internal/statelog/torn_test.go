@@ -1,0 +1,141 @@
+package statelog
+
+import (
+	"fmt"
+	"path"
+	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+)
+
+// TestTornTailEveryLength cuts the last batch after every possible number of its bytes:
+// reopening must keep every earlier batch, drop the partial one, and accept appends.
+func TestTornTailEveryLength(t *testing.T) {
+	last := fixedBatch(99, 5, 37) // 28 + 5*(4+37) = 233 bytes
+	tests := []struct {
+		name     string
+		segBytes int64
+		batches  int // before the last one
+		newSeg   bool
+	}{
+		{name: "last batch mid-segment", segBytes: 1 << 20, batches: 4},
+		{name: "last batch opens a new segment", segBytes: segmentHeaderSize + 2*frameLen(fixedBatch(0, 3, 20)), batches: 4, newSeg: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Build the intact log once.
+			mem := faultfs.NewCrashFS()
+			opts := Options{FS: mem, SegmentBytes: tc.segBytes}
+			l := mustOpen(t, "/log", opts)
+			var model [][]byte
+			for i := range tc.batches {
+				b := fixedBatch(uint64(i), 3, 20)
+				mustAppend(t, l, b)
+				model = append(model, b...)
+			}
+			mustAppend(t, l, last)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			segs := segmentFiles(t, mem, "/log")
+			newest := path.Join("/log", segs[len(segs)-1])
+			full, err := mem.ReadFile(newest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frameStart := int64(len(full)) - frameLen(last)
+			if tc.newSeg && frameStart != segmentHeaderSize {
+				t.Fatalf("last batch starts at byte %d of the newest segment, want it first", frameStart)
+			}
+			files := map[string][]byte{}
+			for _, s := range segs {
+				b, err := mem.ReadFile(path.Join("/log", s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				files[s] = b
+			}
+
+			for cut := frameStart; cut < int64(len(full)); cut++ {
+				t.Run(fmt.Sprintf("bytes=%d", cut-frameStart), func(t *testing.T) {
+					fsys := faultfs.NewCrashFS()
+					if err := fsys.MkdirAll("/log"); err != nil {
+						t.Fatal(err)
+					}
+					for n, b := range files {
+						if n == segs[len(segs)-1] {
+							b = b[:cut]
+						}
+						if err := fsys.WriteFile(path.Join("/log", n), b); err != nil {
+							t.Fatal(err)
+						}
+					}
+					reg := prometheus.NewRegistry()
+					opts := Options{FS: fsys, SegmentBytes: tc.segBytes, Metrics: NewMetrics(reg), Name: "0"}
+					l, err := Open(zaptest.NewLogger(t), "/log", opts)
+					if err != nil {
+						t.Fatalf("Open: %v", err)
+					}
+					defer l.Close()
+					if l.EndOffset() != int64(len(model)) {
+						t.Fatalf("EndOffset() = %d, want %d", l.EndOffset(), len(model))
+					}
+					checkRecords(t, readAll(t, l, 0), want(model, 0))
+					wantTorn := 0.0
+					if cut > frameStart {
+						wantTorn = 1
+					}
+					if got := metricValue(t, reg, "sharecoord_state_log_torn_tail_truncations_total", "0"); got != wantTorn {
+						t.Fatalf("torn-tail truncations = %v, want %v", got, wantTorn)
+					}
+					if b, _ := fsys.ReadFile(newest); int64(len(b)) != frameStart {
+						t.Fatalf("newest segment has %d bytes after recovery, want %d", len(b), frameStart)
+					}
+					more := fixedBatch(1000, 2, 10)
+					if first := mustAppend(t, l, more); first != int64(len(model)) {
+						t.Fatalf("Append after recovery returned %d, want %d", first, len(model))
+					}
+					checkRecords(t, readAll(t, l, 0), want(append(model[:len(model):len(model)], more...), 0))
+				})
+			}
+		})
+	}
+}
+
+// TestInterruptedRoll covers a crash while creating a segment: the new file exists with an
+// incomplete or unsynced header and no frame. Open deletes it and continues the previous one.
+func TestInterruptedRoll(t *testing.T) {
+	for cut := 0; cut <= segmentHeaderSize; cut++ {
+		t.Run(fmt.Sprintf("header_bytes=%d", cut), func(t *testing.T) {
+			mem := faultfs.NewCrashFS()
+			opts := Options{FS: mem}
+			l := mustOpen(t, "/log", opts)
+			batch := fixedBatch(1, 4, 30)
+			mustAppend(t, l, batch)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var hdr [segmentHeaderSize]byte
+			segmentHeader{id: 2, base: 4}.encode(hdr[:])
+			if cut == segmentHeaderSize {
+				hdr[29] ^= 0xff // complete but never synced: checksum mismatch
+			}
+			remnant := path.Join("/log", segmentName(4, 2))
+			if err := mem.WriteFile(remnant, hdr[:min(cut, segmentHeaderSize)]); err != nil {
+				t.Fatal(err)
+			}
+			l = mustOpen(t, "/log", opts)
+			if _, err := mem.ReadFile(remnant); err == nil {
+				t.Fatal("remnant of the interrupted roll is still there")
+			}
+			checkRecords(t, readAll(t, l, 0), want(batch, 0))
+			more := fixedBatch(2, 1, 5)
+			mustAppend(t, l, more)
+			if got := segmentFiles(t, mem, "/log"); len(got) != 1 {
+				t.Fatalf("segments %v, want one", got)
+			}
+		})
+	}
+}
