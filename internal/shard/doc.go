@@ -1,0 +1,63 @@
+// Package shard is Kafka's share coordinator shard for one state partition of coordinatord: the
+// share-state machine (spec §6–§14 of the Kafka share-coordinator reference) on top of one
+// statelog.Log, run by a single goroutine.
+//
+// # Operations
+//
+// Initialize, Read, Write, Delete and ReadSummary behave as Kafka's ShareCoordinatorShard: the
+// same validation order, error codes and messages, the same record choice (an update, or a
+// snapshot once a key has had Provider.SnapshotUpdateRecordsPerSnapshot(group) updates since its
+// last snapshot, the limit read at the moment of each decision), the same batch combining and the
+// same replay rules. Deliberate differences, all documented where they are made: no metadata checks
+// (a standalone coordinator has no cluster metadata); INVALID_REQUEST for malformed writes Kafka
+// would store (start offset or delivery complete count below -1, a state batch with a negative
+// first offset, first > last, a delivery state outside {0, 1, 2, 4} or a negative delivery count);
+// and the last redundant offset kept in O(1) per snapshot instead of a scan.
+//
+// # Commit model
+//
+// Operations wait in a bounded queue. The shard goroutine takes one, then drains more according to
+// AppendLingerMs (-1: whatever is already queued; 0: none; >0: keep collecting up to that long),
+// capped by MaxBatchRecords and MaxBatchBytes. It applies them in order against the current state
+// (later operations see earlier ones' effects, as Kafka's uncommitted timeline state), appends all
+// their records as one statelog batch (one fsync), and only then answers every operation of the
+// batch, including reads and summaries, which therefore never return state that is not durable.
+//
+// If the append fails, every operation of the batch gets COORDINATOR_NOT_AVAILABLE, and the shard
+// drops its state, closes and reopens its log (recovery truncates the unacknowledged tail) and
+// replays it before serving again; meanwhile operations get COORDINATOR_LOAD_IN_PROGRESS. A load
+// that fails leaves the shard Failed (COORDINATOR_NOT_AVAILABLE with the cause) and is retried
+// with exponential backoff (RetryBackoff up to MaxRetryBackoff), except after log corruption, which
+// needs an operator's repair. An operation whose commit takes longer than WriteTimeout answers
+// COORDINATOR_NOT_AVAILABLE; its records stay applied, as in Kafka.
+//
+// The prune job (spec §13) and the cold-partition snapshot job (spec §14) run on the shard goroutine
+// between batches every PruneInterval and ColdSnapshotInterval, and on demand through Prune and
+// SnapshotColdPartitions.
+//
+// # Record format
+//
+// One statelog record holds one Kafka coordinator record of __share_group_state (spec §3):
+//
+//	+-------------------------+-----+---------------------------------+-------+
+//	| keyLength zigzag varint | key | valueLength zigzag varint (-1 = | value |
+//	|                         |     | null: tombstone, no value bytes)|       |
+//	+-------------------------+-----+---------------------------------+-------+
+//	key   = int16 record type (0 ShareSnapshot, 1 ShareUpdate)
+//	        + key message v0: int16 length + group id bytes | topic id (16 bytes) | int32 partition
+//	value = int16 value version (0)
+//	        + ShareSnapshotValue v0: int32 SnapshotEpoch | int32 StateEpoch | int32 LeaderEpoch |
+//	          int64 StartOffset | int64 CreateTimestamp | int64 WriteTimestamp | StateBatches |
+//	          tagged fields
+//	        | ShareUpdateValue v0: int32 SnapshotEpoch | int32 LeaderEpoch | int64 StartOffset |
+//	          StateBatches | tagged fields
+//	StateBatches  = unsigned varint (count+1) × (int64 FirstOffset | int64 LastOffset |
+//	                int8 DeliveryState | int16 DeliveryCount | tagged fields)
+//	tagged fields = unsigned varint count × (unsigned varint tag | unsigned varint size | bytes);
+//	                tag 0 of a value is the int32 DeliveryCompleteCount, written only when ≠ -1
+//
+// Integers are big-endian, as in Kafka. A tombstone is a ShareSnapshot key with a null value. These
+// layouts are Kafka's (4.2+) and part of the on-disk format: changing them makes existing logs
+// unreadable. Replay skips records of unknown type with a warning and fails on an unknown value
+// version, as Kafka's loader does.
+package shard

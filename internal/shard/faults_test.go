@@ -1,0 +1,262 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+)
+
+// waitActive waits until s is Active again (after a reload or a retried load).
+func waitActive(t *testing.T, s *Shard) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		s.mu.Lock()
+		st, changed := s.status.State, s.changed
+		s.mu.Unlock()
+		if st == Active {
+			return
+		}
+		if st == Closed {
+			t.Fatal("shard closed")
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("shard stuck in state %v", st)
+		}
+	}
+}
+
+// acked tracks, per key, the highest start offset of an acknowledged write (-2: none).
+type acked struct {
+	mu sync.Mutex
+	so map[Key]int64
+}
+
+func (a *acked) note(k Key, so int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cur, ok := a.so[k]; !ok || so > cur {
+		a.so[k] = so
+	}
+}
+
+func (a *acked) copy() map[Key]int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[Key]int64, len(a.so))
+	for k, v := range a.so {
+		out[k] = v
+	}
+	return out
+}
+
+// checkAcked verifies that every acknowledged write is reflected: start offsets never regress, so
+// the stored one is at least the highest acknowledged.
+func checkAcked(t *testing.T, s *Shard, want map[Key]int64) {
+	t.Helper()
+	for k, so := range want {
+		got := s.ReadSummary(context.Background(), SummaryRequest{Key: k})
+		if got.Code != ErrNone || got.StartOffset < so {
+			t.Fatalf("key %v: summary %+v, but a write with start offset %d was acknowledged", k, got, so)
+		}
+	}
+}
+
+// retriable reports whether r is an answer a failing shard may give.
+func retriable(r Result) bool {
+	return r.Code == ErrNone || r.Code == ErrCoordinatorNotAvailable || r.Code == ErrCoordinatorLoadInProgress
+}
+
+// Fault injection through the statelog's filesystem seam, pebble errorfs style: fail filesystem
+// operation #i for every i until the workload runs clean. Every failure surfaces as a retriable
+// error, nothing panics, the shard serves again once the fault is gone, every acknowledged write is
+// reflected both after the reload and after reopening, and the reopened state equals the live one.
+func TestShardFaultInjection(t *testing.T) {
+	for i := int64(0); ; i++ {
+		inj := faultfs.OnIndex(i, syscall.EIO)
+		if i%2 == 1 {
+			inj = faultfs.OnIndex(i, syscall.ENOSPC)
+		}
+		fs := faultfs.Wrap(faultfs.NewCrashFS(), inj)
+		ts := newTestShard(t, Options{
+			DataDir:      "/data",
+			Log:          statelog.Options{FS: fs, SegmentBytes: 600},
+			RetryBackoff: time.Millisecond, MaxRetryBackoff: 2 * time.Millisecond,
+		})
+		ts.provider = newLimits(3)
+		s := ts.open(nil)
+		ctx := context.Background()
+		waitActive(t, s) // a failed load is retried
+		a := &acked{so: map[Key]int64{}}
+		for j := 0; j < 60; j++ {
+			k := key(j % 4)
+			var r Result
+			if j < 4 {
+				r = s.Initialize(ctx, InitializeRequest{Key: k, StateEpoch: 1, StartOffset: 0})
+			} else {
+				r = s.Write(ctx, WriteRequest{Key: k, StateEpoch: 1, StartOffset: int64(j), StateBatches: bs(sb(int64(j), int64(j)+2, 2, 1))})
+				if r.Code == ErrInvalidRequest {
+					continue // the key's initialize was not acknowledged
+				}
+				if r.Code == ErrNone {
+					a.note(k, int64(j))
+				}
+			}
+			if !retriable(r) {
+				t.Fatalf("fault %d, op %d: %+v", i, j, r)
+			}
+			if r.Code != ErrNone {
+				waitActive(t, s) // the batch failed: the shard reloads before serving again
+			}
+			if j == 30 {
+				if _, err := s.Prune(ctx); err != nil && !errors.Is(err, ErrNotAvailable) && !errors.Is(err, ErrLoading) && !errors.Is(err, syscall.EIO) && !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("fault %d: prune: %v", i, err)
+				}
+			}
+		}
+		_, fired := inj.Fired()
+		fs.SetInjector(nil)
+		waitActive(t, s)
+		checkAcked(t, s, a.copy())
+		// It serves writes again.
+		probe := Key{"probe", testTopic, 0}
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: probe, StateEpoch: 1}))
+		_ = s.Close()
+		live := s.m
+
+		s2 := ts.open(nil)
+		if err := s2.WaitLoaded(ctx); err != nil {
+			t.Fatalf("fault %d: reopen: %v", i, err)
+		}
+		checkAcked(t, s2, a.copy())
+		if err := s2.Close(); err != nil {
+			t.Fatal(err)
+		}
+		assertSameMachine(t, s2.m, live)
+		if !fired {
+			if i < 20 {
+				t.Fatalf("the workload performed only %d filesystem operations", i)
+			}
+			t.Logf("ran %d fault points", i)
+			return
+		}
+	}
+}
+
+// A load that keeps failing leaves the shard Failed (operations get COORDINATOR_NOT_AVAILABLE with
+// the cause); the load is retried with backoff and the shard serves once the fault clears.
+func TestShardFailedLoadRetries(t *testing.T) {
+	fs := faultfs.Wrap(vfs.OS(), faultfs.Match(faultfs.OnKinds(faultfs.OpOpen, faultfs.OpOpenReadWrite, faultfs.OpCreate), syscall.EIO))
+	ts := newTestShard(t, Options{Log: statelog.Options{FS: fs}, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
+	s := ts.open(nil)
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.WaitLoaded(ctx); err == nil || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitLoaded: %v, want the load error", err)
+	}
+	r := s.Write(ctx, WriteRequest{Key: testKey})
+	if r.Code != ErrCoordinatorNotAvailable && r.Code != ErrCoordinatorLoadInProgress {
+		t.Fatalf("write on a failed shard: %+v", r)
+	}
+	fs.SetInjector(nil)
+	waitActive(t, s)
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+}
+
+// An append failure fails every operation of the batch, drops the state and reloads it from disk:
+// the failed operation's effect is not visible afterwards.
+func TestShardAppendFailureReloads(t *testing.T) {
+	fs := faultfs.Wrap(vfs.OS(), nil)
+	ts := newTestShard(t, Options{Log: statelog.Options{FS: fs}})
+	s := ts.active(nil)
+	ctx := context.Background()
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	fs.SetInjector(faultfs.Match(faultfs.OnKinds(faultfs.OpWrite), syscall.EIO))
+	r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 42})
+	if r.Code != ErrCoordinatorNotAvailable || r.Message == "" {
+		t.Fatalf("write during an append failure: %+v", r)
+	}
+	fs.SetInjector(nil)
+	waitActive(t, s)
+	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 0 {
+		t.Fatalf("the failed write is visible after the reload: %+v", got)
+	}
+	mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 43}))
+}
+
+// Power cuts at random moments of a concurrent random workload: the log left behind loads, and
+// every write acknowledged before the cut is reflected.
+func TestShardCrashRecovery(t *testing.T) {
+	for seed := uint64(0); seed < 12; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			crash := faultfs.NewCrashFS()
+			ts := newTestShard(t, Options{DataDir: "/data", Log: statelog.Options{FS: crash, SegmentBytes: 2048}})
+			ts.provider = newLimits(4)
+			s := ts.active(nil)
+			ctx := context.Background()
+			keys := []Key{key(0), key(1), key(2), key(3), key(4), key(5)}
+			for _, k := range keys {
+				mustOK(t, s.Initialize(ctx, InitializeRequest{Key: k, StateEpoch: 1}))
+			}
+			a := &acked{so: map[Key]int64{}}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := 0; w < 4; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(seed, uint64(w)))
+					for j := int64(1); ; j++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						k := keys[r.IntN(len(keys))]
+						so := j*10 + int64(w)
+						req := randomWrite(r, k, so)
+						req.StateEpoch, req.LeaderEpoch, req.StartOffset = 1, 0, so
+						if res := s.Write(ctx, req); res.Code == ErrNone {
+							a.note(k, so)
+						} else if !retriable(res) {
+							t.Errorf("write: %+v", res)
+							return
+						}
+					}
+				}(w)
+			}
+			r := rand.New(rand.NewPCG(seed, 99))
+			for cut := 0; cut < 3; cut++ {
+				// Let some writes through, then cut the power while writes are in flight.
+				for n := s.Stats().Commits + int64(5+r.IntN(30)); s.Stats().Commits < n; {
+					s.ReadSummary(ctx, SummaryRequest{Key: keys[0]})
+				}
+				want := a.copy()
+				clone := crash.CrashClone(faultfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(cut))), ZeroFill: cut%2 == 1})
+				after := newTestShard(t, Options{DataDir: "/data", Log: statelog.Options{FS: clone}})
+				after.provider = ts.provider
+				s2 := after.open(nil)
+				if err := s2.WaitLoaded(ctx); err != nil {
+					t.Fatalf("cut %d: the log left by the power cut does not load: %v", cut, err)
+				}
+				checkAcked(t, s2, want)
+				if err := s2.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(stop)
+			wg.Wait()
+		})
+	}
+}

@@ -1,0 +1,268 @@
+package shard
+
+import (
+	"fmt"
+	"sort"
+
+	"go.uber.org/zap"
+)
+
+// The operation handlers of spec §9, in Kafka's validation order. Each validates against the
+// current (possibly uncommitted) state, then produces at most one record into p and replays it.
+// The metadata checks of spec §9 (UNKNOWN_TOPIC_OR_PARTITION) are not made: a standalone
+// coordinator has no cluster metadata (DESIGN.md).
+//
+// Validation beyond Kafka's (INVALID_REQUEST with a message) runs right after Kafka's own checks of
+// the request fields and before any check that reads the state, so a malformed request gets the
+// same answer whatever the state: start offset < -1, delivery complete count < -1, and per state
+// batch a negative first offset, first > last, a delivery state outside {0, 1, 2, 4} or a negative
+// delivery count. A group id longer than a record key can hold (32767 bytes) cannot have state, so
+// Initialize rejects it and the other operations treat the key as absent.
+
+func invalid(msg string) Result { return Result{Code: ErrInvalidRequest, Message: msg} }
+
+func withDefault(c ErrorCode) Result { return Result{Code: c, Message: c.DefaultMessage()} }
+
+// generationFailed is the result of an operation whose record could not be produced; Kafka fails
+// such an operation with UNKNOWN_SERVER_ERROR (e.g. MESSAGE_TOO_LARGE, spec §7).
+func generationFailed(err error) Result {
+	return Result{Code: ErrUnknownServerError, Message: "Unable to write share group state: " + err.Error()}
+}
+
+const msgNegativeStartOffset = "The start offset cannot be less than -1."
+
+// validateWriteFields is the extra validation of a write's fields.
+func validateWriteFields(r *WriteRequest) string {
+	if r.StartOffset < -1 {
+		return msgNegativeStartOffset
+	}
+	if r.DeliveryCompleteCount < -1 {
+		return "The delivery complete count cannot be less than -1."
+	}
+	for i := range r.StateBatches {
+		s := &r.StateBatches[i]
+		switch {
+		case s.FirstOffset < 0:
+			return fmt.Sprintf("State batch %d has a negative first offset %d.", i, s.FirstOffset)
+		case s.FirstOffset > s.LastOffset:
+			return fmt.Sprintf("State batch %d has first offset %d greater than last offset %d.", i, s.FirstOffset, s.LastOffset)
+		case s.DeliveryState != 0 && s.DeliveryState != 1 && s.DeliveryState != 2 && s.DeliveryState != 4:
+			return fmt.Sprintf("State batch %d has delivery state %d; the valid states are 0 (available), 1 (acquired), 2 (acknowledged) and 4 (archived).", i, s.DeliveryState)
+		case s.DeliveryCount < 0:
+			return fmt.Sprintf("State batch %d has a negative delivery count %d.", i, s.DeliveryCount)
+		}
+	}
+	return ""
+}
+
+// lookup returns the map key and state of k (nil when absent or unrepresentable).
+func (m *machine) lookup(k Key) (string, *entry) {
+	mk, err := encodeMapKey(k)
+	if err != nil {
+		return "", nil
+	}
+	return mk, m.states[mk]
+}
+
+// write is writeState (spec §9.1).
+func (m *machine) write(r *WriteRequest, p *pending) Result {
+	switch {
+	case r.Key.Partition < 0:
+		return invalid(msgNegativePartition)
+	case r.LeaderEpoch < 0:
+		return invalid(msgNegativeLeader)
+	case r.StateEpoch < 0:
+		return invalid(msgNegativeState)
+	}
+	if msg := validateWriteFields(r); msg != "" {
+		return invalid(msg)
+	}
+	_, e := m.lookup(r.Key)
+	if e == nil {
+		return invalid(msgWriteUninitialized)
+	}
+	if e.maxLeaderEpoch > r.LeaderEpoch {
+		return withDefault(ErrFencedLeaderEpoch)
+	}
+	if e.flags&flagStateEpoch != 0 && e.maxStateEpoch > r.StateEpoch {
+		return withDefault(ErrFencedStateEpoch)
+	}
+	if err := m.writeShareState(p, e, r, false); err != nil {
+		return generationFailed(err)
+	}
+	return Result{}
+}
+
+// read is readStateAndMaybeUpdateLeaderEpoch (spec §9.2).
+func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
+	switch {
+	case r.Key.Partition < 0:
+		return ReadResult{Result: invalid(msgNegativePartition)}
+	case r.LeaderEpoch < 0:
+		return ReadResult{Result: invalid(msgNegativeLeader)}
+	}
+	_, e := m.lookup(r.Key)
+	if e == nil {
+		return ReadResult{Result: invalid(msgReadUninitialized)}
+	}
+	if e.maxLeaderEpoch > r.LeaderEpoch {
+		return ReadResult{Result: withDefault(ErrFencedLeaderEpoch)}
+	}
+	res := ReadResult{StateEpoch: e.stateEpoch, StartOffset: e.startOffset, StateBatches: cloneBatches(e.batches)}
+	if e.maxLeaderEpoch == r.LeaderEpoch {
+		return res
+	}
+	// A higher leader epoch: the new share-partition leader claims the state with a record.
+	m.logger.Info("read raises the leader epoch", zap.Stringer("key", keyFromMapKey(e.key)), zap.Int32("leader_epoch", r.LeaderEpoch))
+	claim := WriteRequest{
+		Key: r.Key, LeaderEpoch: r.LeaderEpoch, StateEpoch: e.stateEpoch,
+		StartOffset: e.startOffset, DeliveryCompleteCount: e.dcc,
+	}
+	if err := m.writeShareState(p, e, &claim, true); err != nil {
+		return ReadResult{Result: generationFailed(err)}
+	}
+	return res
+}
+
+// writeShareState is generateShareStateRecord (spec §10): one update, or a snapshot once the key
+// has had limit updates since its last snapshot, limit read from the provider now.
+func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateLeaderEpoch bool) error {
+	leaderEpoch := e.leaderEpoch
+	if updateLeaderEpoch {
+		leaderEpoch = r.LeaderEpoch
+	}
+	startOffset := max(r.StartOffset, e.startOffset)
+	dcc := r.DeliveryCompleteCount
+	switch {
+	case r.StartOffset == e.startOffset:
+		dcc = max(r.DeliveryCompleteCount, e.dcc)
+	case r.StartOffset < e.startOffset:
+		dcc = e.dcc
+	}
+	count := int32(0)
+	if e.flags&flagUpdateCount != 0 {
+		count = e.updateCount
+	}
+	if int(count) >= m.limit(e.key) {
+		now := m.now().UnixMilli()
+		v := SnapshotValue{
+			SnapshotEpoch: e.snapshotEpoch + 1, StateEpoch: e.stateEpoch, LeaderEpoch: leaderEpoch,
+			StartOffset: startOffset, CreateTimestamp: now, WriteTimestamp: now,
+			StateBatches: m.comb.combineBatches(e.batches, r.StateBatches, startOffset), DeliveryCompleteCount: dcc,
+		}
+		return m.writeSnapshot(p, e.key, e, &v)
+	}
+	v := UpdateValue{
+		SnapshotEpoch: e.snapshotEpoch, LeaderEpoch: leaderEpoch, StartOffset: startOffset,
+		StateBatches: m.comb.combineBatches(nil, r.StateBatches, startOffset), DeliveryCompleteCount: dcc,
+	}
+	return m.writeUpdate(p, e, &v)
+}
+
+// summary is readStateSummary (spec §9.3): no fencing, sentinels for an absent key.
+func (m *machine) summary(r *SummaryRequest) SummaryResult {
+	if r.Key.Partition < 0 {
+		return SummaryResult{Result: invalid(msgNegativePartition)}
+	}
+	_, e := m.lookup(r.Key)
+	if e == nil {
+		return SummaryResult{StartOffset: -1, DeliveryCompleteCount: -1}
+	}
+	return SummaryResult{StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch, StartOffset: e.startOffset, DeliveryCompleteCount: e.dcc}
+}
+
+// initialize is initializeState (spec §9.4).
+func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
+	switch {
+	case r.Key.Partition < 0:
+		return invalid(msgNegativePartition)
+	case r.StateEpoch < 0:
+		return invalid(msgNegativeState)
+	case r.StartOffset < -1:
+		return invalid(msgNegativeStartOffset)
+	}
+	mk, err := encodeMapKey(r.Key)
+	if err != nil {
+		return invalid("The " + err.Error() + ".")
+	}
+	e := m.states[mk]
+	if e != nil && e.flags&flagStateEpoch != 0 {
+		if e.maxStateEpoch > r.StateEpoch {
+			return withDefault(ErrFencedStateEpoch)
+		}
+		if e.maxStateEpoch == r.StateEpoch && e.startOffset == r.StartOffset {
+			return Result{} // a retried initialize (#23190)
+		}
+	}
+	snapshotEpoch := int32(0)
+	if e != nil {
+		snapshotEpoch = e.snapshotEpoch + 1
+	}
+	dcc := int32(0)
+	if r.StartOffset == -1 {
+		dcc = -1
+	}
+	now := m.now().UnixMilli()
+	v := SnapshotValue{
+		SnapshotEpoch: snapshotEpoch, StateEpoch: r.StateEpoch, LeaderEpoch: 0,
+		StartOffset: r.StartOffset, CreateTimestamp: now, WriteTimestamp: now, DeliveryCompleteCount: dcc,
+	}
+	if err := m.writeSnapshot(p, mk, e, &v); err != nil {
+		return generationFailed(err)
+	}
+	return Result{}
+}
+
+// delete is deleteState (spec §9.5): a tombstone, or success without a record when absent.
+func (m *machine) delete(r *DeleteRequest, p *pending) Result {
+	if r.Key.Partition < 0 {
+		return invalid(msgNegativePartition)
+	}
+	_, e := m.lookup(r.Key)
+	if e == nil {
+		m.logger.Warn("delete of a share partition that has no state", zap.Stringer("key", r.Key))
+		return Result{}
+	}
+	if err := m.writeTombstone(p, e); err != nil {
+		return generationFailed(err)
+	}
+	return Result{}
+}
+
+// snapshotCold is snapshotColdPartitions (spec §14): unless every key's latest snapshot is itself a
+// cold snapshot (the shard is quiet), re-snapshot every key whose last snapshot is at least the
+// interval old, keeping createTimestamp. Keys are visited in map-key order so the output is
+// deterministic. It returns the number of records written.
+func (m *machine) snapshotCold(p *pending) int {
+	cold := 0
+	for _, e := range m.states {
+		if e.createTS != e.writeTS {
+			cold++
+		}
+	}
+	if cold == len(m.states) {
+		return 0
+	}
+	now := m.now().UnixMilli()
+	interval := m.coldInterval.Milliseconds()
+	var keys []string
+	for k, e := range m.states {
+		if now-e.writeTS >= interval {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	written := 0
+	for _, k := range keys {
+		e := m.states[k]
+		v := e.snapshotOf()
+		v.SnapshotEpoch++
+		v.WriteTimestamp = now
+		if err := m.writeSnapshot(p, k, e, &v); err != nil {
+			m.logger.Error("cannot write cold snapshot", zap.Stringer("key", keyFromMapKey(k)), zap.Error(err))
+			continue
+		}
+		written++
+	}
+	return written
+}

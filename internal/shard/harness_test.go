@@ -1,0 +1,232 @@
+package shard
+
+import (
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+// limits is a Provider with a default limit and per-group overrides, changeable at run time.
+type limits struct {
+	mu  sync.Mutex
+	def int
+	per map[string]int
+}
+
+func newLimits(def int) *limits { return &limits{def: def, per: map[string]int{}} }
+
+func (l *limits) SnapshotUpdateRecordsPerSnapshot(group string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v, ok := l.per[group]; ok {
+		return v
+	}
+	return l.def
+}
+
+func (l *limits) set(group string, v int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.per[group] = v
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.UnixMilli(1_700_000_000_000)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// harness drives a machine as the shard goroutine does, keeping every record it produced (the
+// "log") so tests can inspect records and replay them into a fresh machine.
+type harness struct {
+	t      testing.TB
+	m      *machine
+	limits *limits
+	clock  *fakeClock
+	p      pending
+	log    [][]byte
+	fresh  int // records not yet returned by records()
+}
+
+func newHarness(t testing.TB, limit int) *harness {
+	h := &harness{t: t, limits: newLimits(limit), clock: newFakeClock()}
+	h.m = newMachine(zaptest.NewLogger(t), h.limits, h.clock.Now, 10*time.Second, 8<<20)
+	return h
+}
+
+func (h *harness) begin() { h.p.reset(int64(len(h.log))) }
+
+func (h *harness) end() {
+	for i := 0; i < h.p.len(); i++ {
+		h.log = append(h.log, slices.Clone(h.p.record(i)))
+	}
+}
+
+func (h *harness) initialize(r InitializeRequest) Result {
+	h.begin()
+	defer h.end()
+	return h.m.initialize(&r, &h.p)
+}
+
+func (h *harness) write(r WriteRequest) Result {
+	h.begin()
+	defer h.end()
+	return h.m.write(&r, &h.p)
+}
+
+func (h *harness) read(k Key, leaderEpoch int32) ReadResult {
+	h.begin()
+	defer h.end()
+	return h.m.read(&ReadRequest{Key: k, LeaderEpoch: leaderEpoch}, &h.p)
+}
+
+func (h *harness) delete(k Key) Result {
+	h.begin()
+	defer h.end()
+	return h.m.delete(&DeleteRequest{Key: k}, &h.p)
+}
+
+func (h *harness) summary(k Key) SummaryResult { return h.m.summary(&SummaryRequest{Key: k}) }
+
+func (h *harness) cold() int {
+	h.begin()
+	defer h.end()
+	return h.m.snapshotCold(&h.p)
+}
+
+// replay appends an externally made record to the log and replays it, as Kafka's tests do.
+func (h *harness) replay(r Record) {
+	h.t.Helper()
+	b, err := EncodeRecord(r)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.m.replayRaw(int64(len(h.log)), b); err != nil {
+		h.t.Fatal(err)
+	}
+	h.log = append(h.log, b)
+	h.fresh = len(h.log)
+}
+
+// records returns the decoded records produced since the last call.
+func (h *harness) records() []Record {
+	h.t.Helper()
+	var out []Record
+	for _, b := range h.log[h.fresh:] {
+		r, err := DecodeRecord(b)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	h.fresh = len(h.log)
+	return out
+}
+
+// lastRecord returns the single record produced since the last call to records.
+func (h *harness) lastRecord() Record {
+	h.t.Helper()
+	rs := h.records()
+	if len(rs) != 1 {
+		h.t.Fatalf("want exactly one new record, got %d", len(rs))
+	}
+	return rs[0]
+}
+
+func (h *harness) noRecord() {
+	h.t.Helper()
+	if rs := h.records(); len(rs) != 0 {
+		h.t.Fatalf("want no record, got %+v", rs)
+	}
+}
+
+// view is everything the machine keeps about a key (spec §6), comparable with ==/DeepEqual.
+type view struct {
+	Offset          SnapshotValue // the ShareGroupOffset
+	MaxLeaderEpoch  int32
+	MaxStateEpoch   *int32
+	UpdateCount     *int32
+	SnapshotOffset  *int64
+	CanonicalMarker bool
+}
+
+func (m *machine) view(k Key) *view {
+	mk, e := m.lookup(k)
+	if e == nil {
+		return nil
+	}
+	_ = mk
+	v := &view{Offset: e.snapshotOf(), MaxLeaderEpoch: e.maxLeaderEpoch}
+	v.Offset.StateBatches = cloneBatches(e.batches)
+	if e.flags&flagStateEpoch != 0 {
+		x := e.maxStateEpoch
+		v.MaxStateEpoch = &x
+	}
+	if e.flags&flagUpdateCount != 0 {
+		x := e.updateCount
+		v.UpdateCount = &x
+	}
+	if e.flags&flagInOffsets != 0 {
+		x := e.snapOffset
+		v.SnapshotOffset = &x
+	}
+	return v
+}
+
+// dump returns every key's view plus the last redundant offset.
+func (m *machine) dump() (map[Key]view, int64, bool) {
+	out := make(map[Key]view, len(m.states))
+	for mk := range m.states {
+		k := keyFromMapKey(mk)
+		out[k] = *m.view(k)
+	}
+	lro, ok := m.offsets.lastRedundant()
+	return out, lro, ok
+}
+
+// reopened replays the harness log into a fresh machine, as a load does.
+func (h *harness) reopened() *machine {
+	h.t.Helper()
+	m := newMachine(zaptest.NewLogger(h.t), h.limits, h.clock.Now, 10*time.Second, 8<<20)
+	for i, b := range h.log {
+		if err := m.replayRaw(int64(i), b); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return m
+}
+
+func assertSameMachine(t testing.TB, got, want *machine) {
+	t.Helper()
+	g, glro, gok := got.dump()
+	w, wlro, wok := want.dump()
+	if !reflect.DeepEqual(g, w) {
+		for k, wv := range w {
+			if gv, ok := g[k]; !ok || !reflect.DeepEqual(gv, wv) {
+				t.Fatalf("key %v: got %+v, want %+v", k, g[k], wv)
+			}
+		}
+		t.Fatalf("key sets differ: got %d keys, want %d", len(g), len(w))
+	}
+	if glro != wlro || gok != wok {
+		t.Fatalf("last redundant offset: got %d/%v, want %d/%v", glro, gok, wlro, wok)
+	}
+}

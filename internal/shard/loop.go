@@ -1,0 +1,496 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/statelog"
+)
+
+// run is the shard goroutine: load, serve, and after a failed commit reload; a failed load is
+// retried with backoff (not after corruption) while queued operations are answered
+// COORDINATOR_NOT_AVAILABLE.
+func (s *Shard) run() {
+	defer close(s.done)
+	backoff := s.opts.RetryBackoff
+	for {
+		err := s.load()
+		if errors.Is(err, errStopping) {
+			s.shutdown(nil)
+			return
+		}
+		if err != nil {
+			s.logger.Error("state partition load failed", zap.Error(err))
+			s.setStatus(Failed, err, 0)
+			var corrupt *statelog.CorruptionError
+			wait := backoff
+			if errors.As(err, &corrupt) {
+				wait = -1 // a damaged log needs an operator's repair; retrying cannot help
+			}
+			if !s.waitFailed(wait) {
+				s.shutdown(nil)
+				return
+			}
+			backoff = min(2*backoff, s.opts.MaxRetryBackoff)
+			continue
+		}
+		backoff = s.opts.RetryBackoff
+		s.setStatus(Active, nil, 0)
+		if s.serve() {
+			return
+		}
+		if s.metrics != nil {
+			s.metrics.reloads.Inc()
+		}
+	}
+}
+
+// load (re)opens the log and replays it into a fresh state (spec §12).
+func (s *Shard) load() error {
+	s.setStatus(Loading, nil, 0)
+	s.closeLog()
+	s.m.reset()
+	started := time.Now()
+	l, err := s.openLog()
+	if err != nil {
+		return fmt.Errorf("open state log %s: %w", s.dir, err)
+	}
+	s.mu.Lock()
+	s.log = l
+	s.mu.Unlock()
+	from := l.StartOffset()
+	var n int64
+	err = l.Replay(from, func(offset int64, record []byte) error {
+		n++
+		if n&4095 == 0 {
+			select {
+			case <-s.drain:
+				return errStopping
+			default:
+			}
+		}
+		return s.m.replayRaw(offset, record)
+	})
+	if err != nil {
+		if errors.Is(err, errStopping) {
+			return err
+		}
+		return fmt.Errorf("replay state log %s: %w", s.dir, err)
+	}
+	took := time.Since(started)
+	for t, c := range s.m.skipped {
+		s.logger.Warn("skipped records of unknown type during load", zap.Int16("type", int16(t)), zap.Int64("records", c))
+	}
+	s.lastPruned = l.StartOffset()
+	s.pruned.Store(s.lastPruned)
+	s.publish()
+	if s.metrics != nil {
+		s.metrics.loadSeconds.Set(took.Seconds())
+		s.metrics.lastPruned.Set(float64(s.lastPruned))
+	}
+	s.logger.Info("state partition loaded", zap.Int64("records", n), zap.Int("keys", len(s.m.states)),
+		zap.Int64("start_offset", from), zap.Int64("end_offset", l.EndOffset()), zap.Duration("took", took))
+	s.setStatus(Loading, nil, max(took, time.Nanosecond))
+	return nil
+}
+
+// publish refreshes the mirrors that other goroutines read.
+func (s *Shard) publish() {
+	s.keys.Store(int64(len(s.m.states)))
+	if v, ok := s.m.offsets.lastRedundant(); ok {
+		s.lro.Store(v)
+	} else {
+		s.lro.Store(-1)
+	}
+	if s.metrics != nil {
+		s.metrics.keys.Set(float64(len(s.m.states)))
+	}
+}
+
+func (s *Shard) closeLog() error {
+	s.mu.Lock()
+	l := s.log
+	s.log = nil
+	s.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	if err := l.Close(); err != nil {
+		s.logger.Warn("closing the state log failed", zap.Error(err))
+		return err
+	}
+	return nil
+}
+
+// waitFailed answers queued operations while Failed, until the backoff elapses (true) or the shard
+// is closed (false). A negative wait never elapses.
+func (s *Shard) waitFailed(wait time.Duration) bool {
+	var retry <-chan time.Time
+	if wait >= 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		retry = t.C
+	}
+	for {
+		select {
+		case o := <-s.ops:
+			if o.claim.CompareAndSwap(opQueued, opClaimed) {
+				r, _ := s.gate()
+				o.fail(r)
+				close(o.done)
+			}
+		case <-retry:
+			return true
+		case <-s.drain:
+			return false
+		}
+	}
+}
+
+// shutdown answers whatever is still queued, closes the log and marks the shard Closed.
+func (s *Shard) shutdown(err error) {
+	for {
+		select {
+		case o := <-s.ops:
+			if o.claim.CompareAndSwap(opQueued, opClaimed) {
+				r, _ := s.closedResult()
+				o.fail(r)
+				close(o.done)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if cerr := s.closeLog(); err == nil {
+		err = cerr
+	}
+	s.setStatus(Closed, err, 0)
+}
+
+// serve applies operations until the shard is closed (true) or a commit failed (false: reload).
+// The prune and cold-snapshot jobs run on this goroutine between batches and are rescheduled once
+// they finish, as Kafka's timers are.
+func (s *Shard) serve() bool {
+	pruneT := newJobTimer(s.opts.PruneInterval)
+	coldT := newJobTimer(s.opts.ColdSnapshotInterval)
+	defer pruneT.stop()
+	defer coldT.stop()
+	for {
+		select {
+		case o := <-s.ops:
+			if !s.commitOps(o, false) {
+				return false
+			}
+		case <-pruneT.c():
+			if _, err := s.prune(); err != nil {
+				s.logger.Warn("prune failed", zap.Error(err))
+			}
+			s.jobFinished(opPrune)
+			pruneT.reset()
+		case <-coldT.c():
+			if !s.runCold(nil) {
+				return false
+			}
+			s.jobFinished(opCold)
+			coldT.reset()
+		case <-s.drain:
+			for {
+				var o *op
+				select {
+				case o = <-s.ops:
+				default:
+				}
+				if o == nil {
+					break
+				}
+				if !s.commitOps(o, true) {
+					s.failQueued()
+					break
+				}
+			}
+			s.shutdown(nil)
+			return true
+		}
+	}
+}
+
+// jobFinished tells a test that a timer-driven job ran; it never blocks the shard.
+func (s *Shard) jobFinished(k opKind) {
+	if s.jobDone != nil {
+		select {
+		case s.jobDone <- k:
+		default:
+		}
+	}
+}
+
+// jobTimer is an optional periodic timer (interval 0: never fires).
+type jobTimer struct {
+	t *time.Timer
+	d time.Duration
+}
+
+func newJobTimer(d time.Duration) jobTimer {
+	if d <= 0 {
+		return jobTimer{}
+	}
+	return jobTimer{t: time.NewTimer(d), d: d}
+}
+
+func (j jobTimer) c() <-chan time.Time {
+	if j.t == nil {
+		return nil
+	}
+	return j.t.C
+}
+
+func (j jobTimer) reset() {
+	if j.t != nil {
+		j.t.Reset(j.d)
+	}
+}
+
+func (j jobTimer) stop() {
+	if j.t != nil {
+		j.t.Stop()
+	}
+}
+
+// failQueued answers every queued operation COORDINATOR_NOT_AVAILABLE (closing after a failure).
+func (s *Shard) failQueued() {
+	for {
+		select {
+		case o := <-s.ops:
+			if o.claim.CompareAndSwap(opQueued, opClaimed) {
+				r, _ := s.closedResult()
+				o.fail(r)
+				close(o.done)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// commitOps runs first, and any control operation met while collecting its batch, to completion.
+func (s *Shard) commitOps(first *op, draining bool) bool {
+	for o := first; o != nil; {
+		var ok bool
+		if o.control() {
+			ok = s.runControl(o)
+		} else {
+			ok = s.commitBatch(o, draining)
+		}
+		if !ok {
+			if c := s.carry; c != nil {
+				// Not started: it runs after the reload.
+				s.carry = nil
+				s.requeue(c)
+			}
+			return false
+		}
+		o, s.carry = s.carry, nil
+	}
+	return true
+}
+
+// requeue puts back an operation that was received but not started.
+func (s *Shard) requeue(o *op) {
+	select {
+	case s.ops <- o:
+	default:
+		if o.claim.CompareAndSwap(opQueued, opClaimed) {
+			o.fail(notAvailable("The coordinator is not available: the state log is being reloaded."))
+			close(o.done)
+		}
+	}
+}
+
+// claim takes o for execution; false if its caller gave up (then it is never applied).
+func claim(o *op) bool {
+	if o.ctx.Err() != nil {
+		o.claim.CompareAndSwap(opQueued, opAbandoned)
+		return false
+	}
+	return o.claim.CompareAndSwap(opQueued, opClaimed)
+}
+
+// commitBatch is one group commit: apply first, collect more operations per the linger setting and
+// the batch caps, append all their records at once, then answer them all.
+func (s *Shard) commitBatch(first *op, draining bool) bool {
+	s.pend.reset(s.log.EndOffset())
+	s.batch = s.batch[:0]
+	s.applyOp(first)
+	linger := s.opts.AppendLingerMs
+	if draining {
+		linger = -1
+	}
+	if linger != 0 {
+		var deadline <-chan time.Time
+		if linger > 0 {
+			t := time.NewTimer(time.Duration(linger) * time.Millisecond)
+			defer t.Stop()
+			deadline = t.C
+		}
+	collect:
+		for s.pend.len() < s.opts.MaxBatchRecords && len(s.pend.buf) < s.opts.MaxBatchBytes && len(s.batch) < s.opts.MaxBatchRecords {
+			var o *op
+			if linger < 0 {
+				select {
+				case o = <-s.ops:
+				default:
+					break collect
+				}
+			} else {
+				select {
+				case o = <-s.ops:
+				case <-deadline:
+					break collect
+				case <-s.drain:
+					linger = -1 // closing: take what is queued, do not wait
+					continue
+				}
+			}
+			if o.control() {
+				s.carry = o
+				break
+			}
+			s.applyOp(o)
+		}
+	}
+	return s.flush()
+}
+
+// applyOp runs one state operation against the current state, adding its records to s.pend.
+func (s *Shard) applyOp(o *op) {
+	if !claim(o) {
+		return
+	}
+	switch o.kind {
+	case opInitialize:
+		o.res = s.m.initialize(&o.init, &s.pend)
+	case opRead:
+		o.readRes = s.m.read(&o.read, &s.pend)
+	case opWrite:
+		o.res = s.m.write(&o.write, &s.pend)
+	case opDelete:
+		o.res = s.m.delete(&o.del, &s.pend)
+	case opSummary:
+		o.sumRes = s.m.summary(&o.sum)
+	}
+	s.batch = append(s.batch, o)
+}
+
+// runControl runs a prune or cold-snapshot operation on its own.
+func (s *Shard) runControl(o *op) bool {
+	if !claim(o) {
+		return true
+	}
+	if o.kind == opCold {
+		return s.runCold(o)
+	}
+	o.n, o.err = s.prune()
+	close(o.done)
+	return true
+}
+
+// runCold writes the cold-partition snapshots (spec §14) as one commit; o may be nil (timer).
+func (s *Shard) runCold(o *op) bool {
+	s.pend.reset(s.log.EndOffset())
+	s.batch = s.batch[:0]
+	n := s.m.snapshotCold(&s.pend)
+	if n > 0 {
+		s.logger.Info("cold-partition snapshots written", zap.Int("records", n))
+	}
+	if o != nil {
+		o.n = int64(n)
+		s.batch = append(s.batch, o)
+	}
+	return s.flush()
+}
+
+// prune moves the log-start offset to the last redundant offset (spec §13.2).
+func (s *Shard) prune() (int64, error) {
+	v, ok := s.m.offsets.lastRedundant()
+	if !ok || v == s.lastPruned {
+		return s.log.StartOffset(), nil
+	}
+	if err := s.log.SetStartOffset(v); err != nil {
+		return s.log.StartOffset(), fmt.Errorf("prune state log %s to offset %d: %w", s.dir, v, err)
+	}
+	s.lastPruned = v
+	s.pruned.Store(v)
+	if s.metrics != nil {
+		s.metrics.lastPruned.Set(float64(v))
+	}
+	s.logger.Debug("state log pruned", zap.Int64("start_offset", v))
+	return s.log.StartOffset(), nil
+}
+
+// flush appends the batch's records and answers its operations. On an append failure every
+// operation of the batch gets COORDINATOR_NOT_AVAILABLE and false is returned: the in-memory state
+// may be ahead of the log and must be reloaded.
+func (s *Shard) flush() bool {
+	if s.pend.len() > 0 {
+		if err := s.appendPending(); err != nil {
+			s.logger.Error("appending to the state log failed; reloading the state partition", zap.Error(err))
+			r := notAvailable("The coordinator is not available: appending to the state log failed: " + err.Error())
+			for _, o := range s.batch {
+				o.fail(r)
+				close(o.done)
+			}
+			s.batch = s.batch[:0]
+			return false
+		}
+	}
+	s.publish()
+	for _, o := range s.batch {
+		close(o.done)
+	}
+	s.batch = s.batch[:0]
+	return true
+}
+
+// appendPending appends s.pend in chunks bounded by the batch caps (one fsync per chunk) and
+// records the metrics of what became durable.
+func (s *Shard) appendPending() error {
+	n := s.pend.len()
+	for i := 0; i < n; {
+		j, size := i, 0
+		for j < n && (j == i || (j-i < s.opts.MaxBatchRecords && size+len(s.pend.record(j)) <= s.opts.MaxBatchBytes)) {
+			size += len(s.pend.record(j))
+			j++
+		}
+		s.records = s.records[:0]
+		for k := i; k < j; k++ {
+			s.records = append(s.records, s.pend.record(k))
+		}
+		first, err := s.log.Append(s.records)
+		if err != nil {
+			return fmt.Errorf("append %d records at offset %d: %w", j-i, s.pend.first+int64(i), err)
+		}
+		if want := s.pend.first + int64(i); first != want {
+			return fmt.Errorf("the log assigned offset %d to a batch expected at offset %d", first, want)
+		}
+		s.commits.Add(1)
+		if s.metrics != nil {
+			s.metrics.m.commitBatch.Observe(float64(j - i))
+		}
+		for k := i; k < j; k++ {
+			kind, size := s.pend.kinds[k], int64(len(s.pend.record(k)))
+			s.appended[kind].Add(1)
+			s.appendedSz[kind].Add(size)
+			if s.metrics != nil {
+				s.metrics.records[kind].Inc()
+				s.metrics.bytes[kind].Add(float64(size))
+				s.metrics.group(groupOfMapKey(s.pend.keys[k]))[kind].Inc()
+			}
+		}
+		i = j
+	}
+	return nil
+}

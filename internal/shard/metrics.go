@@ -1,0 +1,158 @@
+package shard
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// otherGroup is the group label value shared by the groups beyond the label limit.
+const otherGroup = "__other__"
+
+// Metrics holds the shard metrics of API.md; one *Metrics is shared by every shard of a process.
+type Metrics struct {
+	records     *prometheus.CounterVec // partition, type
+	bytes       *prometheus.CounterVec // partition, type
+	groups      *prometheus.CounterVec // group, type
+	commitBatch prometheus.Histogram
+	lastPruned  *prometheus.GaugeVec
+	loadSeconds *prometheus.GaugeVec
+	keys        *prometheus.GaugeVec
+	reloads     *prometheus.CounterVec
+	status      *prometheus.GaugeVec // partition, status
+
+	groupMax int
+	mu       sync.Mutex
+	labeled  map[string]struct{}
+}
+
+// NewMetrics creates the shard metrics and registers them on reg (nil: not registered). At most
+// groupLabelMax distinct groups (first come, first served, process-wide) get their own `group`
+// label value; every other group is counted under group="__other__". A negative groupLabelMax is
+// treated as 0.
+func NewMetrics(reg prometheus.Registerer, groupLabelMax int) *Metrics {
+	m := &Metrics{
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sharecoord_records_appended_total",
+			Help: "Share-group state records made durable, by state partition and record type (snapshot, update, tombstone).",
+		}, []string{"partition", "type"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sharecoord_record_bytes_appended_total",
+			Help: "Encoded bytes of the share-group state records made durable, by state partition and record type.",
+		}, []string{"partition", "type"}),
+		groups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sharecoord_group_records_appended_total",
+			Help: "Share-group state records made durable, by share group (bounded label set; the rest count as __other__) and record type.",
+		}, []string{"group", "type"}),
+		commitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sharecoord_commit_batch_records",
+			Help:    "Records per group commit (one append and fsync).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
+		}),
+		lastPruned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sharecoord_last_pruned_offset",
+			Help: "Last log-start offset set by pruning (starts at the log-start offset found on load).",
+		}, []string{"partition"}),
+		loadSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sharecoord_partition_load_seconds",
+			Help: "Duration of the last load (log replay) of the state partition.",
+		}, []string{"partition"}),
+		keys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sharecoord_share_partitions",
+			Help: "Share-partition keys held by the state partition.",
+		}, []string{"partition"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sharecoord_shard_reloads_total",
+			Help: "Times the state partition dropped its state and reloaded it from its log after a write failure.",
+		}, []string{"partition"}),
+		status: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sharecoord_partition_status",
+			Help: "Lifecycle status of the state partition: 1 for its current status (loading, active, failed, closed), 0 for the others.",
+		}, []string{"partition", "status"}),
+		groupMax: max(groupLabelMax, 0),
+		labeled:  make(map[string]struct{}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.records, m.bytes, m.groups, m.commitBatch, m.lastPruned, m.loadSeconds, m.keys, m.reloads, m.status)
+	}
+	return m
+}
+
+// groupLabel returns the label value for group: itself while fewer than groupMax groups have one.
+func (m *Metrics) groupLabel(group string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.labeled[group]; ok {
+		return group
+	}
+	if len(m.labeled) < m.groupMax {
+		m.labeled[group] = struct{}{}
+		return group
+	}
+	return otherGroup
+}
+
+// shardMetrics are the series of one partition, bound once.
+type shardMetrics struct {
+	m           *Metrics
+	records     [numKinds]prometheus.Counter
+	bytes       [numKinds]prometheus.Counter
+	lastPruned  prometheus.Gauge
+	loadSeconds prometheus.Gauge
+	keys        prometheus.Gauge
+	reloads     prometheus.Counter
+	status      [numStates]prometheus.Gauge
+	groups      map[string]*[numKinds]prometheus.Counter
+}
+
+func newShardMetrics(m *Metrics, partition int) *shardMetrics {
+	if m == nil {
+		return nil
+	}
+	p := strconv.Itoa(partition)
+	sm := &shardMetrics{
+		m:           m,
+		lastPruned:  m.lastPruned.WithLabelValues(p),
+		loadSeconds: m.loadSeconds.WithLabelValues(p),
+		keys:        m.keys.WithLabelValues(p),
+		reloads:     m.reloads.WithLabelValues(p),
+		groups:      make(map[string]*[numKinds]prometheus.Counter),
+	}
+	for k := recordKind(0); k < numKinds; k++ {
+		sm.records[k] = m.records.WithLabelValues(p, k.String())
+		sm.bytes[k] = m.bytes.WithLabelValues(p, k.String())
+	}
+	for st := range State(numStates) {
+		sm.status[st] = m.status.WithLabelValues(p, st.String())
+	}
+	return sm
+}
+
+// setStatus marks st as the partition's current status.
+func (sm *shardMetrics) setStatus(st State) {
+	if sm == nil {
+		return
+	}
+	for i, g := range sm.status {
+		if State(i) == st {
+			g.Set(1)
+		} else {
+			g.Set(0)
+		}
+	}
+}
+
+// group returns the counters of group (resolving its label once per shard).
+func (sm *shardMetrics) group(group string) *[numKinds]prometheus.Counter {
+	if c, ok := sm.groups[group]; ok {
+		return c
+	}
+	label := sm.m.groupLabel(group)
+	c := new([numKinds]prometheus.Counter)
+	for k := recordKind(0); k < numKinds; k++ {
+		c[k] = sm.m.groups.WithLabelValues(label, k.String())
+	}
+	sm.groups[group] = c
+	return c
+}

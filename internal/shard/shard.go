@@ -1,0 +1,470 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/statelog"
+)
+
+// State is the lifecycle state of a shard.
+type State int32
+
+// The shard states. Loading → Active; a failed load → Failed (retried with backoff unless the log
+// is corrupt) → Loading → Active; a failed append → Loading (reload) → Active; Close → Closed.
+const (
+	Loading State = iota
+	Active
+	Failed
+	Closed
+
+	numStates = iota // the number of states (sizes per-state arrays)
+)
+
+// String returns "loading", "active", "failed" or "closed".
+func (s State) String() string {
+	switch s {
+	case Loading:
+		return "loading"
+	case Active:
+		return "active"
+	case Failed:
+		return "failed"
+	case Closed:
+		return "closed"
+	}
+	return "state(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Status is a snapshot of a shard's lifecycle: its State, the error that made it Failed, and the
+// duration of its last completed load.
+type Status struct {
+	State        State
+	Err          error
+	LoadDuration time.Duration
+}
+
+// Stats are counters and sizes of a shard, safe to read at any time.
+type Stats struct {
+	Keys             int64 // share-partition keys held
+	LogStartOffset   int64
+	LogEndOffset     int64
+	LogSize          int64
+	LastPrunedOffset int64
+	Commits          int64 // appends (group commits) made
+	Records          RecordCounts
+	Bytes            RecordCounts
+}
+
+// RecordCounts counts appended records (or their bytes) per record type.
+type RecordCounts struct {
+	Snapshots  int64
+	Updates    int64
+	Tombstones int64
+}
+
+// stateLog is what the shard needs of a statelog.Log (a seam for tests).
+type stateLog interface {
+	Append(records [][]byte) (int64, error)
+	Replay(from int64, fn func(offset int64, record []byte) error) error
+	StartOffset() int64
+	EndOffset() int64
+	Size() int64
+	SetStartOffset(off int64) error
+	Close() error
+}
+
+// Shard is Kafka's share coordinator shard for one state partition: the share-state machine plus
+// its log, run by a single goroutine that applies operations in arrival order and group-commits
+// their records. All methods are safe for concurrent use.
+type Shard struct {
+	logger  *zap.Logger
+	opts    Options
+	dir     string
+	openLog func() (stateLog, error)
+	m       *machine
+	metrics *shardMetrics
+	ops     chan *op
+
+	mu         sync.Mutex // guards status, changed, closed, log
+	status     Status
+	changed    chan struct{} // closed and replaced on every status change
+	closed     bool
+	log        stateLog
+	state      atomic.Int32
+	stopAccept chan struct{} // closed by Close: submitters stop waiting for queue room
+	submitters sync.WaitGroup
+	drain      chan struct{} // closed by Close once no submitter is left: commit what is queued, exit
+	done       chan struct{} // closed when the shard goroutine has exited
+
+	// Owned by the shard goroutine.
+	pend       pending
+	batch      []*op
+	records    [][]byte
+	lastPruned int64
+	carry      *op           // a control operation met while collecting a batch
+	jobDone    chan<- opKind // tests: told after each timer-driven job
+
+	// Mirrors for Stats and LastRedundantOffset, updated after each commit.
+	keys       atomic.Int64
+	lro        atomic.Int64 // -1: none
+	pruned     atomic.Int64
+	commits    atomic.Int64
+	appended   [numKinds]atomic.Int64
+	appendedSz [numKinds]atomic.Int64
+}
+
+// Open starts the shard: it returns at once in state Loading and replays its log in the
+// background; operations meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A failed load leaves it
+// Failed: operations get COORDINATOR_NOT_AVAILABLE with a message carrying the cause, and the load
+// is retried with backoff unless the log is corrupt (which needs an operator's repair).
+func Open(logger *zap.Logger, provider Provider, opts Options) *Shard {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	opts = opts.withDefaults()
+	dir := filepath.Join(opts.DataDir, "__share_group_state-"+strconv.Itoa(opts.Partition))
+	logOpts := opts.Log
+	logOpts.Name = strconv.Itoa(opts.Partition)
+	logger = logger.With(zap.Int("state_partition", opts.Partition))
+	open := func() (stateLog, error) {
+		l, err := statelog.Open(logger, dir, logOpts)
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	return start(logger, provider, opts, dir, open, nil)
+}
+
+// start is Open with the log constructor injected; prepare (tests) runs before the goroutine starts.
+func start(logger *zap.Logger, provider Provider, opts Options, dir string, open func() (stateLog, error), prepare func(*Shard)) *Shard {
+	s := &Shard{
+		logger:     logger,
+		opts:       opts,
+		dir:        dir,
+		openLog:    open,
+		m:          newMachine(logger, provider, opts.Now, opts.ColdSnapshotInterval, opts.Log.MaxRecordBytes),
+		metrics:    newShardMetrics(opts.Metrics, opts.Partition),
+		ops:        make(chan *op, opts.QueueSize),
+		changed:    make(chan struct{}),
+		stopAccept: make(chan struct{}),
+		drain:      make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	s.lro.Store(-1)
+	s.metrics.setStatus(Loading)
+	if prepare != nil {
+		prepare(s)
+	}
+	go s.run()
+	return s
+}
+
+// Status returns the shard's lifecycle state.
+func (s *Shard) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status
+}
+
+func (s *Shard) setStatus(st State, err error, loadDuration time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status.State, s.status.Err = st, err
+	if loadDuration > 0 {
+		s.status.LoadDuration = loadDuration
+	}
+	s.state.Store(int32(st))
+	s.metrics.setStatus(st)
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// WaitLoaded waits until the shard is Active (nil), Failed (the load error), Closed (ErrClosed) or
+// ctx ends (its error).
+func (s *Shard) WaitLoaded(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		st, changed := s.status, s.changed
+		s.mu.Unlock()
+		switch st.State {
+		case Active:
+			return nil
+		case Failed:
+			return st.Err
+		case Closed:
+			return ErrClosed
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// LastRedundantOffset returns the lowest log offset still needed (spec §13.1) as of the last
+// commit; false when there is none (no snapshot yet, or ≤ 0).
+func (s *Shard) LastRedundantOffset() (int64, bool) {
+	v := s.lro.Load()
+	return v, v >= 0
+}
+
+// Stats returns the shard's counters and log sizes.
+func (s *Shard) Stats() Stats {
+	st := Stats{
+		Keys:             s.keys.Load(),
+		LastPrunedOffset: s.pruned.Load(),
+		Commits:          s.commits.Load(),
+		Records:          RecordCounts{s.appended[kindSnapshot].Load(), s.appended[kindUpdate].Load(), s.appended[kindTombstone].Load()},
+		Bytes:            RecordCounts{s.appendedSz[kindSnapshot].Load(), s.appendedSz[kindUpdate].Load(), s.appendedSz[kindTombstone].Load()},
+	}
+	s.mu.Lock()
+	l := s.log
+	s.mu.Unlock()
+	if l != nil {
+		st.LogStartOffset, st.LogEndOffset, st.LogSize = l.StartOffset(), l.EndOffset(), l.Size()
+	}
+	return st
+}
+
+// Initialize is InitializeShareGroupState for one key (spec §9.4).
+func (s *Shard) Initialize(ctx context.Context, r InitializeRequest) Result {
+	o := &op{kind: opInitialize, init: r}
+	if res, ok := s.do(ctx, o); !ok {
+		return res
+	}
+	return o.res
+}
+
+// Read is ReadShareGroupState for one key (spec §9.2); a higher leader epoch is claimed with a
+// record and answered once that record is durable.
+func (s *Shard) Read(ctx context.Context, r ReadRequest) ReadResult {
+	o := &op{kind: opRead, read: r}
+	if res, ok := s.do(ctx, o); !ok {
+		return ReadResult{Result: res}
+	}
+	return o.readRes
+}
+
+// Write is WriteShareGroupState for one key (spec §9.1, §10).
+func (s *Shard) Write(ctx context.Context, r WriteRequest) Result {
+	o := &op{kind: opWrite, write: r}
+	if res, ok := s.do(ctx, o); !ok {
+		return res
+	}
+	return o.res
+}
+
+// Delete is DeleteShareGroupState for one key (spec §9.5).
+func (s *Shard) Delete(ctx context.Context, r DeleteRequest) Result {
+	o := &op{kind: opDelete, del: r}
+	if res, ok := s.do(ctx, o); !ok {
+		return res
+	}
+	return o.res
+}
+
+// ReadSummary is ReadShareGroupStateSummary for one key (spec §9.3).
+func (s *Shard) ReadSummary(ctx context.Context, r SummaryRequest) SummaryResult {
+	o := &op{kind: opSummary, sum: r}
+	if res, ok := s.do(ctx, o); !ok {
+		return SummaryResult{Result: res}
+	}
+	return o.sumRes
+}
+
+// Prune does what the prune timer does (spec §13.2): after every earlier operation is durable, if
+// the last redundant offset is present and differs from the last pruned one, it moves the log-start
+// offset there (deleting superseded segments). It returns the log-start offset afterwards.
+func (s *Shard) Prune(ctx context.Context) (int64, error) {
+	o := &op{kind: opPrune}
+	if res, ok := s.do(ctx, o); !ok {
+		return 0, resultError(res)
+	}
+	return o.n, o.err
+}
+
+// SnapshotColdPartitions does what the cold-partition timer does (spec §14) and returns the number
+// of snapshot records written.
+func (s *Shard) SnapshotColdPartitions(ctx context.Context) (int, error) {
+	o := &op{kind: opCold}
+	if res, ok := s.do(ctx, o); !ok {
+		return 0, resultError(res)
+	}
+	return int(o.n), o.err
+}
+
+// resultError turns the failure of a control operation into an error.
+func resultError(r Result) error {
+	switch r.Code {
+	case ErrCoordinatorLoadInProgress:
+		return fmt.Errorf("%w: %s", ErrLoading, r.Message)
+	default:
+		return fmt.Errorf("%w: %s", ErrNotAvailable, r.Message)
+	}
+}
+
+// Close stops accepting operations (new ones get COORDINATOR_NOT_AVAILABLE), finishes and commits
+// every operation already accepted, answers them, then closes the log. It is idempotent and
+// returns the error of closing the log.
+func (s *Shard) Close() error {
+	s.mu.Lock()
+	already := s.closed
+	if !already {
+		s.closed = true
+		close(s.stopAccept)
+	}
+	s.mu.Unlock()
+	if !already {
+		s.submitters.Wait()
+		close(s.drain)
+	}
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status.Err
+}
+
+// ---- operations ----
+
+type opKind uint8
+
+const (
+	opInitialize opKind = iota
+	opRead
+	opWrite
+	opDelete
+	opSummary
+	opPrune
+	opCold
+)
+
+// Claim states of an op: the shard goroutine claims it before applying it; a caller that gives up
+// first abandons it, so it is never applied.
+const (
+	opQueued int32 = iota
+	opClaimed
+	opAbandoned
+)
+
+// op is one operation travelling to the shard goroutine and back.
+type op struct {
+	kind  opKind
+	ctx   context.Context
+	claim atomic.Int32
+	done  chan struct{}
+
+	init  InitializeRequest
+	read  ReadRequest
+	write WriteRequest
+	del   DeleteRequest
+	sum   SummaryRequest
+
+	res     Result
+	readRes ReadResult
+	sumRes  SummaryResult
+	n       int64
+	err     error
+}
+
+func (o *op) control() bool { return o.kind == opPrune || o.kind == opCold }
+
+// fail sets the answer of o to r whatever its kind.
+func (o *op) fail(r Result) {
+	o.res, o.readRes, o.sumRes = r, ReadResult{Result: r}, SummaryResult{Result: r}
+	if o.control() {
+		o.err = resultError(r)
+	}
+}
+
+func notAvailable(msg string) Result {
+	return Result{Code: ErrCoordinatorNotAvailable, Message: msg}
+}
+
+// gate answers for a shard that is not Active.
+func (s *Shard) gate() (Result, bool) {
+	switch State(s.state.Load()) {
+	case Active:
+		return Result{}, true
+	case Loading:
+		return withDefault(ErrCoordinatorLoadInProgress), false
+	case Closed:
+		return notAvailable(fmt.Sprintf("The coordinator is not available: state partition %d is closed.", s.opts.Partition)), false
+	}
+	st := s.Status()
+	if st.State == Failed {
+		return notAvailable(fmt.Sprintf("The coordinator is not available: state partition %d failed: %v", s.opts.Partition, st.Err)), false
+	}
+	return s.gate()
+}
+
+// do submits o and waits for its answer. ok=false means o was not answered by the shard and r is
+// the failure to report.
+func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
+	if err := ctx.Err(); err != nil {
+		return notAvailable("The operation was not applied: " + err.Error() + "."), false
+	}
+	if r, ok := s.gate(); !ok {
+		return r, false
+	}
+	timer := time.NewTimer(s.opts.WriteTimeout)
+	defer timer.Stop()
+	o.ctx, o.done = ctx, make(chan struct{})
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		r, _ := s.closedResult()
+		return r, false
+	}
+	s.submitters.Add(1)
+	s.mu.Unlock()
+	select {
+	case s.ops <- o:
+		s.submitters.Done()
+	case <-s.stopAccept:
+		s.submitters.Done()
+		r, _ := s.closedResult()
+		return r, false
+	case <-ctx.Done():
+		s.submitters.Done()
+		return notAvailable("The operation was not applied: " + ctx.Err().Error() + "."), false
+	case <-timer.C:
+		s.submitters.Done()
+		return notAvailable(fmt.Sprintf("The operation was not applied: the shard did not accept it within the write timeout of %v.", s.opts.WriteTimeout)), false
+	}
+
+	select {
+	case <-o.done:
+		return Result{}, true
+	case <-ctx.Done():
+		return s.abandon(o, ctx.Err().Error()), false
+	case <-timer.C:
+		return s.abandon(o, fmt.Sprintf("the commit did not complete within the write timeout of %v", s.opts.WriteTimeout)), false
+	}
+}
+
+func (s *Shard) closedResult() (Result, bool) {
+	return notAvailable(fmt.Sprintf("The coordinator is not available: state partition %d is closed.", s.opts.Partition)), false
+}
+
+// abandon gives up waiting for o. If the shard had not claimed it yet it never will.
+func (s *Shard) abandon(o *op, why string) Result {
+	if o.claim.CompareAndSwap(opQueued, opAbandoned) || o.claim.Load() == opAbandoned {
+		return notAvailable("The operation was not applied: " + why + ".")
+	}
+	return notAvailable("The coordinator did not confirm the operation: " + why + "; it may still be applied.")
+}
+
+// errStopping aborts a load when the shard is closed.
+var errStopping = errors.New("shard closing")

@@ -1,0 +1,651 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/coordinatord/coordinatord/internal/statelog"
+)
+
+// gatedLog wraps a real log so tests can hold appends or replays and count appends.
+type gatedLog struct {
+	stateLog
+	mu          sync.Mutex
+	appendGate  chan struct{} // when set, Append waits for it to be closed
+	replayGate  chan struct{}
+	appendCalls int
+	appendHeld  chan struct{} // receives when an Append starts waiting at the gate
+}
+
+func (g *gatedLog) Append(records [][]byte) (int64, error) {
+	g.mu.Lock()
+	gate, held := g.appendGate, g.appendHeld
+	g.appendCalls++
+	g.mu.Unlock()
+	if gate != nil {
+		if held != nil {
+			held <- struct{}{}
+		}
+		<-gate
+	}
+	return g.stateLog.Append(records)
+}
+
+func (g *gatedLog) Replay(from int64, fn func(int64, []byte) error) error {
+	g.mu.Lock()
+	gate := g.replayGate
+	g.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return g.stateLog.Replay(from, fn)
+}
+
+func (g *gatedLog) calls() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.appendCalls
+}
+
+// testShard opens shards on one directory; gl is the gated wrapper of the latest log opened.
+type testShard struct {
+	t        *testing.T
+	dir      string
+	opts     Options
+	provider Provider
+	mu       sync.Mutex
+	gl       *gatedLog
+	newGate  func(*gatedLog) // configures each new gated log
+	logger   *zap.Logger
+}
+
+func newTestShard(t *testing.T, opts Options) *testShard {
+	if opts.DataDir == "" {
+		opts.DataDir = t.TempDir()
+	}
+	if opts.Now == nil {
+		opts.Now = newFakeClock().Now
+	}
+	return &testShard{t: t, opts: opts, provider: newLimits(500), logger: zaptest.NewLogger(t)}
+}
+
+func (ts *testShard) open(prepare func(*Shard)) *Shard {
+	opts := ts.opts.withDefaults()
+	dir := filepath.Join(opts.DataDir, "__share_group_state-"+strconv.Itoa(opts.Partition))
+	logOpts := opts.Log
+	logOpts.Name = strconv.Itoa(opts.Partition)
+	open := func() (stateLog, error) {
+		l, err := statelog.Open(ts.logger, dir, logOpts)
+		if err != nil {
+			return nil, err
+		}
+		g := &gatedLog{stateLog: l}
+		ts.mu.Lock()
+		if ts.newGate != nil {
+			ts.newGate(g)
+		}
+		ts.gl = g
+		ts.mu.Unlock()
+		return g, nil
+	}
+	ts.dir = dir
+	return start(ts.logger, ts.provider, opts, dir, open, prepare)
+}
+
+// active opens a shard, waits for it to load and closes it at the end of the test.
+func (ts *testShard) active(prepare func(*Shard)) *Shard {
+	ts.t.Helper()
+	s := ts.open(prepare)
+	ts.t.Cleanup(func() { _ = s.Close() })
+	if err := s.WaitLoaded(context.Background()); err != nil {
+		ts.t.Fatal(err)
+	}
+	return s
+}
+
+func (ts *testShard) log() *gatedLog {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.gl
+}
+
+func key(i int) Key {
+	return Key{GroupID: "g" + strconv.Itoa(i%3), TopicID: testTopic, Partition: int32(i)}
+}
+
+func mustOK(t testing.TB, r Result) {
+	t.Helper()
+	if r.Code != ErrNone {
+		t.Fatalf("result %v: %s", r.Code, r.Message)
+	}
+}
+
+// waitQueued spins until n operations wait in the shard's queue. Enqueueing signals nothing, so the
+// test yields the processor until the queue holds them (no sleeping).
+func waitQueued(t *testing.T, s *Shard, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.ops) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d operations queued", len(s.ops), n)
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestShardServesAndReloads(t *testing.T) {
+	ts := newTestShard(t, Options{Partition: 3})
+	s := ts.open(nil)
+	ctx := context.Background()
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(); st.State != Active || st.LoadDuration <= 0 {
+		t.Fatalf("status %+v", st)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}))
+	mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 0, StartOffset: 5, DeliveryCompleteCount: 2, StateBatches: bs(sb(5, 9, 2, 1))}))
+	rr := s.Read(ctx, ReadRequest{Key: testKey, LeaderEpoch: 4})
+	if rr.Code != ErrNone || rr.StartOffset != 5 || len(rr.StateBatches) != 1 {
+		t.Fatalf("read %+v", rr)
+	}
+	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.LeaderEpoch != 4 || got.DeliveryCompleteCount != 2 {
+		t.Fatalf("summary %+v", got)
+	}
+	if st := s.Stats(); st.Keys != 1 || st.LogEndOffset != 3 || st.Records.Snapshots != 1 || st.Records.Updates != 2 || st.Bytes.Updates == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal("second close:", err)
+	}
+	if r := s.Write(ctx, WriteRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "closed") {
+		t.Fatalf("write after close: %+v", r)
+	}
+	want := s.m
+
+	s2 := ts.active(nil)
+	if got := s2.Read(ctx, ReadRequest{Key: testKey, LeaderEpoch: 4}); got.StartOffset != 5 || got.StateEpoch != 1 {
+		t.Fatalf("after reopen: %+v", got)
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertSameMachine(t, s2.m, want)
+}
+
+func TestShardLoadingAnswersLoadInProgress(t *testing.T) {
+	ts := newTestShard(t, Options{})
+	gate := make(chan struct{})
+	ts.newGate = func(g *gatedLog) { g.replayGate = gate }
+	s := ts.open(nil)
+	defer s.Close()
+	ctx := context.Background()
+	if r := s.Write(ctx, WriteRequest{Key: testKey}); r.Code != ErrCoordinatorLoadInProgress || r.Message != ErrCoordinatorLoadInProgress.DefaultMessage() {
+		t.Fatalf("write while loading: %+v", r)
+	}
+	if _, err := s.Prune(ctx); !errors.Is(err, ErrLoading) {
+		t.Fatalf("prune while loading: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := s.WaitLoaded(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitLoaded: %v", err)
+	}
+	close(gate)
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+}
+
+func TestShardCloseWhileLoading(t *testing.T) {
+	ts := newTestShard(t, Options{})
+	gate := make(chan struct{})
+	ts.newGate = func(g *gatedLog) { g.replayGate = gate }
+	s := ts.open(nil)
+	done := make(chan error)
+	go func() { done <- s.Close() }()
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitLoaded(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitLoaded after close: %v", err)
+	}
+}
+
+// Group commit: operations queued behind a commit in flight share the next append (one fsync).
+func TestShardGroupCommit(t *testing.T) {
+	tests := []struct {
+		name        string
+		linger      int
+		maxRecords  int
+		n           int
+		wantCommits int64
+	}{
+		{"adaptive drains the queue", -1, 0, 64, 2},
+		{"linger 0 commits each operation", 0, 0, 16, 16},
+		{"linger waits for more until the batch is full", 60_000, 8, 8, 1},
+		{"batch record cap", -1, 4, 10, 1 + 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			ts := newTestShard(t, Options{MaxBatchRecords: tt.maxRecords})
+			s := ts.active(nil)
+			ctx := context.Background()
+			for i := 0; i < tt.n; i++ {
+				mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1}))
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			ts.opts.AppendLingerMs, ts.opts.Metrics = tt.linger, NewMetrics(reg, 10)
+			s = ts.active(nil)
+			base := s.Stats().Commits
+			gl := ts.log()
+			gate, held := make(chan struct{}), make(chan struct{}, tt.n)
+			gl.mu.Lock()
+			gl.appendGate, gl.appendHeld = gate, held
+			gl.mu.Unlock()
+
+			var wg sync.WaitGroup
+			results := make([]Result, tt.n)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[0] = s.Write(ctx, WriteRequest{Key: key(0), StateEpoch: 1, StartOffset: 1})
+			}()
+			if tt.linger == 0 || tt.linger == -1 {
+				<-held // the first write's commit is in flight
+			}
+			for i := 1; i < tt.n; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					results[i] = s.Write(ctx, WriteRequest{Key: key(i), StateEpoch: 1, StartOffset: 1})
+				}(i)
+			}
+			if tt.linger > 0 {
+				// With a long linger the batch fills up without any append yet.
+				<-held
+			} else {
+				waitQueued(t, s, tt.n-1)
+			}
+			gl.mu.Lock()
+			gl.appendGate = nil
+			gl.mu.Unlock()
+			close(gate)
+			wg.Wait()
+			for i, r := range results {
+				if r.Code != ErrNone {
+					t.Fatalf("write %d: %+v", i, r)
+				}
+			}
+			if got := s.Stats().Commits - base; got != tt.wantCommits {
+				t.Fatalf("commits = %d, want %d", got, tt.wantCommits)
+			}
+			// The histogram saw every commit, including the initializes.
+			if got := seriesCount(t, reg, "sharecoord_commit_batch_records"); got != 1 {
+				t.Fatalf("histogram series %d", got)
+			}
+		})
+	}
+}
+
+// Reads and summaries are answered only after earlier writes are durable.
+func TestShardReadWaitsForEarlierWrites(t *testing.T) {
+	ts := newTestShard(t, Options{})
+	s := ts.active(nil)
+	ctx := context.Background()
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	gl := ts.log()
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	gl.mu.Lock()
+	gl.appendGate, gl.appendHeld = gate, held
+	gl.mu.Unlock()
+	writeDone := make(chan Result, 1)
+	go func() { writeDone <- s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 9}) }()
+	<-held
+	readDone := make(chan SummaryResult, 1)
+	go func() { readDone <- s.ReadSummary(ctx, SummaryRequest{Key: testKey}) }()
+	waitQueued(t, s, 1)
+	select {
+	case r := <-readDone:
+		t.Fatalf("summary answered before the earlier write was durable: %+v", r)
+	default:
+	}
+	close(gate)
+	mustOK(t, <-writeDone)
+	if r := <-readDone; r.StartOffset != 9 {
+		t.Fatalf("summary %+v", r)
+	}
+}
+
+// An operation whose commit is not done within WriteTimeout answers COORDINATOR_NOT_AVAILABLE;
+// its record stays applied (spec §7).
+func TestShardWriteTimeout(t *testing.T) {
+	ts := newTestShard(t, Options{WriteTimeout: 30 * time.Millisecond})
+	s := ts.active(nil)
+	ctx := context.Background()
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	gl := ts.log()
+	gate := make(chan struct{})
+	gl.mu.Lock()
+	gl.appendGate = gate
+	gl.mu.Unlock()
+	r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 7})
+	if r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "write timeout") || !strings.Contains(r.Message, "may still be applied") {
+		t.Fatalf("timed-out write: %+v", r)
+	}
+	gl.mu.Lock()
+	gl.appendGate = nil
+	gl.mu.Unlock()
+	close(gate)
+	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 7 {
+		t.Fatalf("the timed-out write should stay applied: %+v", got)
+	}
+}
+
+func TestShardContextCancelledBeforeApply(t *testing.T) {
+	ts := newTestShard(t, Options{})
+	s := ts.active(nil)
+	ctx := context.Background()
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	gl := ts.log()
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	gl.mu.Lock()
+	gl.appendGate, gl.appendHeld = gate, held
+	gl.mu.Unlock()
+	first := make(chan Result, 1)
+	go func() { first <- s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 1}) }()
+	<-held
+	cctx, cancel := context.WithCancel(ctx)
+	second := make(chan Result, 1)
+	go func() { second <- s.Write(cctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 50}) }()
+	waitQueued(t, s, 1)
+	cancel()
+	r := <-second
+	if r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "not applied") {
+		t.Fatalf("cancelled write: %+v", r)
+	}
+	gl.mu.Lock()
+	gl.appendGate = nil
+	gl.mu.Unlock()
+	close(gate)
+	mustOK(t, <-first)
+	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 1 {
+		t.Fatalf("a cancelled write was applied: %+v", got)
+	}
+	if r := s.Write(cctx, WriteRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable {
+		t.Fatalf("write with a done context: %+v", r)
+	}
+}
+
+// Close finishes and commits every accepted operation, answers them, then closes the log.
+func TestShardCloseWithOperationsInFlight(t *testing.T) {
+	ts := newTestShard(t, Options{})
+	s := ts.open(nil)
+	ctx := context.Background()
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 32
+	for i := 0; i < n; i++ {
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1}))
+	}
+	gl := ts.log()
+	gate, held := make(chan struct{}), make(chan struct{}, n)
+	gl.mu.Lock()
+	gl.appendGate, gl.appendHeld = gate, held
+	gl.mu.Unlock()
+	results := make([]Result, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = s.Write(ctx, WriteRequest{Key: key(i), StateEpoch: 1, StartOffset: 100})
+		}(i)
+	}
+	<-held
+	waitQueued(t, s, n-1)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	// Close must not finish while operations are in flight.
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned before committing: %v", err)
+	default:
+	}
+	gl.mu.Lock()
+	gl.appendGate = nil
+	gl.mu.Unlock()
+	close(gate)
+	wg.Wait()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range results {
+		mustOK(t, r)
+		_ = i
+	}
+	s2 := ts.active(nil)
+	for i := 0; i < n; i++ {
+		if got := s2.ReadSummary(ctx, SummaryRequest{Key: key(i)}); got.StartOffset != 100 {
+			t.Fatalf("key %d after reopen: %+v", i, got)
+		}
+	}
+}
+
+func TestShardTimersPruneAndColdSnapshot(t *testing.T) {
+	clock := newFakeClock()
+	ts := newTestShard(t, Options{
+		PruneInterval: time.Millisecond, ColdSnapshotInterval: time.Millisecond, Now: clock.Now,
+		Log: statelog.Options{SegmentBytes: 512},
+	})
+	jobs := make(chan opKind, 64)
+	s := ts.active(func(s *Shard) { s.jobDone = jobs })
+	ctx := context.Background()
+	k1, k2 := Key{"g", testTopic, 1}, Key{"g", testTopic, 2}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: k1, StateEpoch: 1}))
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: k2, StateEpoch: 1}))
+	for i := 0; i < 20; i++ {
+		mustOK(t, s.Write(ctx, WriteRequest{Key: k1, StateEpoch: 1, StartOffset: int64(i), StateBatches: bs(sb(int64(i), int64(i)+5, 0, 1))}))
+	}
+	if lro, ok := s.LastRedundantOffset(); ok {
+		t.Fatalf("last redundant offset %d before any cold snapshot", lro)
+	}
+	clock.advance(time.Second)
+	// The cold job re-snapshots both keys at offsets 22 and 23, then a prune round moves the
+	// log start to 22, the oldest snapshot still needed.
+	for rounds := 0; ; rounds++ {
+		if rounds > 100000 {
+			t.Fatal("the timers never pruned the log")
+		}
+		if <-jobs != opPrune {
+			continue
+		}
+		if st := s.Stats(); st.LastPrunedOffset == 22 && st.LogStartOffset == 22 {
+			break
+		}
+	}
+	if lro, ok := s.LastRedundantOffset(); !ok || lro != 22 {
+		t.Fatalf("last redundant offset %d/%v, want 22", lro, ok)
+	}
+	// Quiet now: further cold rounds write nothing.
+	before := s.Stats().Records.Snapshots
+	for rounds := 0; rounds < 3; {
+		if <-jobs == opCold {
+			rounds++
+		}
+	}
+	if after := s.Stats().Records.Snapshots; after != before {
+		t.Fatalf("a quiet shard kept snapshotting: %d → %d", before, after)
+	}
+}
+
+func TestShardPruneOnDemand(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	ts := newTestShard(t, Options{Partition: 5, Log: statelog.Options{SegmentBytes: 256}, Metrics: NewMetrics(reg, 10)})
+	s := ts.active(nil)
+	ctx := context.Background()
+	if got := metricValue(t, s.metrics.lastPruned); got != 0 {
+		t.Fatalf("last pruned gauge starts at %v", got)
+	}
+	if start, err := s.Prune(ctx); err != nil || start != 0 {
+		t.Fatalf("prune of an empty shard: %d, %v", start, err)
+	}
+	k1, k2 := Key{"g", testTopic, 1}, Key{"g", testTopic, 2}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: k1, StateEpoch: 1})) // 0
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: k2, StateEpoch: 1})) // 1
+	for i := 0; i < 10; i++ {
+		mustOK(t, s.Write(ctx, WriteRequest{Key: k1, StateEpoch: 1, StartOffset: int64(i)})) // 2..11
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: k1, StateEpoch: 2})) // 12
+	if start, err := s.Prune(ctx); err != nil || start != 1 {
+		t.Fatalf("prune: %d, %v; want 1 (k2's snapshot pins it)", start, err)
+	}
+	mustOK(t, s.Delete(ctx, DeleteRequest{Key: k2})) // 13: the tombstone releases k2
+	sizeBefore := s.Stats().LogSize
+	start, err := s.Prune(ctx)
+	if err != nil || start != 12 {
+		t.Fatalf("prune after tombstone: %d, %v; want 12", start, err)
+	}
+	if s.Stats().LogSize >= sizeBefore {
+		t.Fatal("pruning deleted no segment")
+	}
+	if got := metricValue(t, s.metrics.lastPruned); got != 12 {
+		t.Fatalf("last pruned gauge %v", got)
+	}
+	want := s.Read(ctx, ReadRequest{Key: k1, LeaderEpoch: 0})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := ts.active(nil)
+	if got := s2.Read(ctx, ReadRequest{Key: k1, LeaderEpoch: 0}); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after pruning and reopening: %+v, want %+v", got, want)
+	}
+	if got := s2.ReadSummary(ctx, SummaryRequest{Key: k2}); got.StartOffset != -1 {
+		t.Fatalf("deleted key came back: %+v", got)
+	}
+	if got := metricValue(t, s2.metrics.lastPruned); got != 12 {
+		t.Fatalf("last pruned gauge after reopen %v, want the log-start offset 12", got)
+	}
+}
+
+func TestShardMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, 2)
+	ts := newTestShard(t, Options{Partition: 7, Metrics: m})
+	s := ts.active(nil)
+	ctx := context.Background()
+	for i, g := range []string{"a", "b", "c", "d"} {
+		k := Key{g, testTopic, int32(i)}
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: k, StateEpoch: 1}))
+		mustOK(t, s.Write(ctx, WriteRequest{Key: k, StateEpoch: 1}))
+	}
+	mustOK(t, s.Delete(ctx, DeleteRequest{Key: Key{"d", testTopic, 3}}))
+	checks := []struct {
+		c    prometheus.Collector
+		lv   []string
+		want float64
+	}{
+		{m.records, []string{"7", "snapshot"}, 4},
+		{m.records, []string{"7", "update"}, 4},
+		{m.records, []string{"7", "tombstone"}, 1},
+		{m.groups, []string{"a", "snapshot"}, 1},
+		{m.groups, []string{"b", "update"}, 1},
+		{m.groups, []string{otherGroup, "snapshot"}, 2},
+		{m.groups, []string{otherGroup, "tombstone"}, 1},
+		{m.keys, []string{"7"}, 3},
+	}
+	for _, c := range checks {
+		var got float64
+		switch v := c.c.(type) {
+		case *prometheus.CounterVec:
+			got = metricValue(t, v.WithLabelValues(c.lv...))
+		case *prometheus.GaugeVec:
+			got = metricValue(t, v.WithLabelValues(c.lv...))
+		}
+		if got != c.want {
+			t.Errorf("%v: got %v, want %v", c.lv, got, c.want)
+		}
+	}
+	if got := metricValue(t, m.bytes.WithLabelValues("7", "tombstone")); got <= 0 {
+		t.Errorf("tombstone bytes %v", got)
+	}
+	if n := seriesCount(t, reg, "sharecoord_group_records_appended_total"); n != (2+1)*int(numKinds) {
+		t.Errorf("group series %d: the label set must stay bounded", n)
+	}
+	for _, name := range []string{"sharecoord_partition_load_seconds", "sharecoord_last_pruned_offset", "sharecoord_share_partitions"} {
+		if n := seriesCount(t, reg, name); n != 1 {
+			t.Errorf("%s has %d series, want 1 as soon as the partition loaded", name, n)
+		}
+	}
+}
+
+// metricValue reads a counter or gauge.
+func metricValue(t testing.TB, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if c := d.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return d.GetGauge().GetValue()
+}
+
+// seriesCount returns how many series the metric family name has in reg.
+func seriesCount(t testing.TB, reg *prometheus.Registry, name string) int {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name {
+			return len(f.GetMetric())
+		}
+	}
+	return 0
+}
+
+// The status gauge has one series per state for every partition, 1 for the current state only.
+func TestShardStatusMetric(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry(), 10)
+	ts := newTestShard(t, Options{Partition: 3, Metrics: m})
+	s := ts.active(nil)
+	want := func(current State) {
+		t.Helper()
+		for st := range State(numStates) {
+			got := metricValue(t, m.status.WithLabelValues("3", st.String()))
+			if (st == current) != (got == 1) || (got != 0 && got != 1) {
+				t.Errorf("sharecoord_partition_status{status=%q} = %v with the shard %s", st, got, current)
+			}
+		}
+	}
+	want(Active)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want(Closed)
+}

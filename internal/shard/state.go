@@ -1,0 +1,386 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// entry is the state of one share partition: Kafka's shareStateMap value (ShareGroupOffset) plus
+// this key's slots of leaderEpochMap, stateEpochMap, snapshotUpdateCount and the offsets manager
+// (spec §6), kept in one compact struct.
+type entry struct {
+	key         string // the map key (key message bytes); shares the map's string
+	batches     []StateBatch
+	startOffset int64
+	createTS    int64
+	writeTS     int64
+	snapOffset  int64 // offset of this key's latest snapshot (offsets manager)
+	prev, next  *entry
+
+	snapshotEpoch  int32
+	stateEpoch     int32
+	leaderEpoch    int32
+	dcc            int32
+	maxLeaderEpoch int32 // leaderEpochMap
+	maxStateEpoch  int32 // stateEpochMap, valid with flagStateEpoch
+	updateCount    int32 // snapshotUpdateCount, valid with flagUpdateCount
+	flags          uint8
+}
+
+const (
+	flagStateEpoch  uint8 = 1 << iota // the key has a stateEpochMap value
+	flagUpdateCount                   // the key has a snapshotUpdateCount value
+	flagInOffsets                     // the key is linked in the offsets list
+	flagCanonical                     // batches are sorted, disjoint and coalesced
+)
+
+// offsetsList is Kafka's ShareCoordinatorOffsetsManager (spec §13.1). Snapshot offsets only grow,
+// so keeping the keys in a list ordered by their latest snapshot offset (moving a key to the tail
+// on every snapshot) makes the minimum the head: O(1) per snapshot instead of a scan of all keys,
+// with the same results.
+type offsetsList struct {
+	head, tail *entry
+	lro        int64 // lastRedundantOffset; math.MaxInt64 until the first snapshot
+}
+
+func (l *offsetsList) reset() { *l = offsetsList{lro: math.MaxInt64} }
+
+func (l *offsetsList) unlink(e *entry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+	e.flags &^= flagInOffsets
+}
+
+// update records that e's latest snapshot (or tombstone, isDelete) is at off and recomputes the
+// last redundant offset; a deleted key stops counting after the computation (KAFKA-19695).
+func (l *offsetsList) update(e *entry, off int64, isDelete bool) {
+	if e.flags&flagInOffsets != 0 {
+		l.unlink(e)
+	}
+	e.snapOffset = off
+	e.prev, e.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+	e.flags |= flagInOffsets
+	l.lro = l.head.snapOffset
+	if isDelete {
+		l.unlink(e)
+	}
+}
+
+// updateAbsent handles a tombstone for a key that has no state.
+func (l *offsetsList) updateAbsent(off int64) {
+	if l.head == nil {
+		l.lro = off
+		return
+	}
+	l.lro = min(l.head.snapOffset, off)
+}
+
+// lastRedundant is the query of spec §13.1: absent when ≤ 0 or never set.
+func (l *offsetsList) lastRedundant() (int64, bool) {
+	if l.lro <= 0 || l.lro == math.MaxInt64 {
+		return 0, false
+	}
+	return l.lro, true
+}
+
+// machine is the share-state machine of one state partition (Kafka's ShareCoordinatorShard): the
+// state map and the replay rules of spec §12. It is owned by one goroutine.
+type machine struct {
+	logger       *zap.Logger
+	provider     Provider
+	now          func() time.Time
+	coldInterval time.Duration
+	maxRecord    int
+
+	states  map[string]*entry
+	offsets offsetsList
+	comb    combiner
+	scratch []StateBatch
+	dec     decodedRecord
+	skipped map[RecordType]int64 // unknown record types seen during a load
+}
+
+func newMachine(logger *zap.Logger, provider Provider, now func() time.Time, coldInterval time.Duration, maxRecord int) *machine {
+	m := &machine{logger: logger, provider: provider, now: now, coldInterval: coldInterval, maxRecord: maxRecord}
+	m.reset()
+	return m
+}
+
+// reset drops all state (before a reload).
+func (m *machine) reset() {
+	m.states = make(map[string]*entry)
+	m.offsets.reset()
+	m.skipped = nil
+}
+
+func (m *machine) limit(mk string) int {
+	return m.provider.SnapshotUpdateRecordsPerSnapshot(groupOfMapKey(mk))
+}
+
+// replayRaw replays one encoded record at offset (the load path). Unknown record types are
+// skipped; every other decoding error is returned.
+func (m *machine) replayRaw(offset int64, raw []byte) error {
+	var err error
+	m.scratch, err = decodeRecordInto(raw, &m.dec, m.scratch)
+	if err != nil {
+		if errors.Is(err, ErrUnknownRecordType) {
+			if m.skipped == nil {
+				m.skipped = make(map[RecordType]int64)
+			}
+			if m.skipped[m.dec.typ] == 0 {
+				m.logger.Warn("skipping record of unknown type", zap.Int16("type", int16(m.dec.typ)), zap.Int64("offset", offset))
+			}
+			m.skipped[m.dec.typ]++
+			return nil
+		}
+		return fmt.Errorf("decode record at offset %d: %w", offset, err)
+	}
+	d := &m.dec
+	e := m.states[string(d.mapKey)]
+	switch {
+	case d.tombstone:
+		m.applyTombstone(e, offset)
+	case d.typ == RecordTypeSnapshot:
+		isNew := e == nil
+		if isNew {
+			e = &entry{key: string(d.mapKey)}
+			m.states[e.key] = e
+		}
+		m.applySnapshot(e, isNew, &d.snap, offset)
+	default:
+		if e == nil {
+			e = &entry{key: string(d.mapKey)}
+			m.states[e.key] = e
+			m.initFromUpdate(e, &d.upd)
+			return nil
+		}
+		m.applyUpdate(e, &d.upd)
+	}
+	return nil
+}
+
+// applySnapshot replays a snapshot value for e (spec §12); isNew tells that e was just created.
+func (m *machine) applySnapshot(e *entry, isNew bool, v *SnapshotValue, offset int64) {
+	if isNew || v.LeaderEpoch > e.maxLeaderEpoch {
+		e.maxLeaderEpoch = v.LeaderEpoch
+	}
+	if e.flags&flagStateEpoch == 0 || v.StateEpoch > e.maxStateEpoch {
+		e.maxStateEpoch = v.StateEpoch
+		e.flags |= flagStateEpoch
+	}
+	e.snapshotEpoch = v.SnapshotEpoch
+	e.stateEpoch = v.StateEpoch
+	e.leaderEpoch = v.LeaderEpoch
+	e.startOffset = v.StartOffset
+	e.dcc = v.DeliveryCompleteCount
+	e.createTS = v.CreateTimestamp
+	e.writeTS = v.WriteTimestamp
+	e.batches = copyBatches(e.batches, v.StateBatches)
+	e.setCanonical(canonical(e.batches))
+	if e.flags&flagUpdateCount != 0 && int(e.updateCount) >= m.limit(e.key) {
+		e.updateCount = 0
+	}
+	m.offsets.update(e, offset, false)
+}
+
+// initFromUpdate makes a new key's state from an update (no snapshot seen): Kafka stores the
+// update itself, with state epoch 0 and no timestamps.
+func (m *machine) initFromUpdate(e *entry, v *UpdateValue) {
+	e.maxLeaderEpoch = v.LeaderEpoch
+	e.snapshotEpoch = v.SnapshotEpoch
+	e.leaderEpoch = v.LeaderEpoch
+	e.startOffset = v.StartOffset
+	e.dcc = v.DeliveryCompleteCount
+	e.batches = copyBatches(nil, v.StateBatches)
+	e.setCanonical(canonical(e.batches))
+	e.updateCount = 1
+	e.flags |= flagUpdateCount
+}
+
+// applyUpdate merges an update into an existing key (spec §12).
+func (m *machine) applyUpdate(e *entry, v *UpdateValue) {
+	if v.LeaderEpoch > e.maxLeaderEpoch {
+		e.maxLeaderEpoch = v.LeaderEpoch
+	}
+	if v.StartOffset != -1 {
+		e.startOffset = v.StartOffset
+	}
+	if v.LeaderEpoch != -1 {
+		e.leaderEpoch = v.LeaderEpoch
+	}
+	e.dcc = v.DeliveryCompleteCount
+	var canon bool
+	e.batches, canon = m.comb.mergeInPlace(e.batches, e.flags&flagCanonical != 0, v.StateBatches, e.startOffset)
+	e.setCanonical(canon)
+	if e.flags&flagUpdateCount == 0 {
+		e.updateCount = 1
+		e.flags |= flagUpdateCount
+	} else {
+		e.updateCount++
+	}
+}
+
+// applyTombstone removes a key (e may be nil) and updates the offsets manager.
+func (m *machine) applyTombstone(e *entry, offset int64) {
+	if e == nil {
+		m.offsets.updateAbsent(offset)
+		return
+	}
+	m.offsets.update(e, offset, true)
+	delete(m.states, e.key)
+}
+
+func (e *entry) setCanonical(ok bool) {
+	if ok {
+		e.flags |= flagCanonical
+	} else {
+		e.flags &^= flagCanonical
+	}
+}
+
+// copyBatches copies src into a slice sized for it, reusing dst when it fits snugly.
+func copyBatches(dst, src []StateBatch) []StateBatch {
+	if len(src) == 0 {
+		return dst[:0]
+	}
+	if cap(dst) < len(src) || cap(dst) > 2*len(src)+8 {
+		dst = make([]StateBatch, 0, growCap(len(src)))
+	}
+	return append(dst[:0], src...)
+}
+
+// snapshotOf returns e's state as a snapshot value (batches aliased).
+func (e *entry) snapshotOf() SnapshotValue {
+	return SnapshotValue{
+		SnapshotEpoch: e.snapshotEpoch, StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch,
+		StartOffset: e.startOffset, CreateTimestamp: e.createTS, WriteTimestamp: e.writeTS,
+		StateBatches: e.batches, DeliveryCompleteCount: e.dcc,
+	}
+}
+
+// ---- records produced by operations ----
+
+// recordKind is the metrics type of an appended record.
+type recordKind uint8
+
+const (
+	kindSnapshot recordKind = iota
+	kindUpdate
+	kindTombstone
+	numKinds
+)
+
+func (k recordKind) String() string {
+	return [...]string{"snapshot", "update", "tombstone"}[k]
+}
+
+// pending collects the encoded records of one group commit, back to back in buf.
+type pending struct {
+	buf   []byte
+	ends  []int
+	kinds []recordKind
+	keys  []string
+	first int64 // offset of the first record
+}
+
+func (p *pending) reset(first int64) {
+	p.buf, p.ends, p.kinds, p.keys, p.first = p.buf[:0], p.ends[:0], p.kinds[:0], p.keys[:0], first
+}
+
+func (p *pending) len() int          { return len(p.ends) }
+func (p *pending) nextOffset() int64 { return p.first + int64(len(p.ends)) }
+
+func (p *pending) record(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = p.ends[i-1]
+	}
+	return p.buf[start:p.ends[i]]
+}
+
+// errRecordTooLarge is returned when a generated record exceeds the log's record limit.
+type errRecordTooLarge struct{ size, limit int }
+
+func (e errRecordTooLarge) Error() string {
+	return fmt.Sprintf("record of %d bytes exceeds the maximum record size of %d bytes", e.size, e.limit)
+}
+
+// add finishes the record just appended to p.buf (from start) or rolls it back if too large.
+func (m *machine) add(p *pending, start int, kind recordKind, mk string) error {
+	if size := len(p.buf) - start; m.maxRecord > 0 && size > m.maxRecord {
+		p.buf = p.buf[:start]
+		return errRecordTooLarge{size: size, limit: m.maxRecord}
+	}
+	p.ends = append(p.ends, len(p.buf))
+	p.kinds = append(p.kinds, kind)
+	p.keys = append(p.keys, mk)
+	return nil
+}
+
+// writeSnapshot encodes a snapshot record for key mk, then replays it (e nil: new key).
+func (m *machine) writeSnapshot(p *pending, mk string, e *entry, v *SnapshotValue) error {
+	start := len(p.buf)
+	p.buf = appendSnapshotRecord(p.buf, mk, v)
+	off := p.nextOffset()
+	if err := m.add(p, start, kindSnapshot, mk); err != nil {
+		return err
+	}
+	isNew := e == nil
+	if isNew {
+		e = &entry{key: mk}
+		m.states[mk] = e
+	}
+	m.applySnapshot(e, isNew, v, off)
+	return nil
+}
+
+// writeUpdate encodes an update record for the existing key e, then replays it.
+func (m *machine) writeUpdate(p *pending, e *entry, v *UpdateValue) error {
+	start := len(p.buf)
+	p.buf = appendUpdateRecord(p.buf, e.key, v)
+	if err := m.add(p, start, kindUpdate, e.key); err != nil {
+		return err
+	}
+	m.applyUpdate(e, v)
+	return nil
+}
+
+// writeTombstone encodes a tombstone for the existing key e, then replays it.
+func (m *machine) writeTombstone(p *pending, e *entry) error {
+	start := len(p.buf)
+	p.buf = appendTombstoneRecord(p.buf, e.key)
+	off := p.nextOffset()
+	if err := m.add(p, start, kindTombstone, e.key); err != nil {
+		return err
+	}
+	m.applyTombstone(e, off)
+	return nil
+}
+
+// cloneBatches returns an owned copy (nil for none) for results handed to callers.
+func cloneBatches(b []StateBatch) []StateBatch {
+	if len(b) == 0 {
+		return nil
+	}
+	return slices.Clone(b)
+}

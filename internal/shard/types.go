@@ -1,0 +1,79 @@
+package shard
+
+// StateBatch is one range of offsets with its delivery information (spec §3.3). LastOffset is
+// inclusive. DeliveryState is Kafka's byte: 0 available, 1 acquired, 2 acknowledged, 4 archived.
+type StateBatch struct {
+	FirstOffset   int64
+	LastOffset    int64
+	DeliveryState int8
+	DeliveryCount int16
+}
+
+// InitializeRequest is one key of InitializeShareGroupState (spec §9.4). StartOffset -1 means
+// "not initialized yet".
+type InitializeRequest struct {
+	Key         Key
+	StateEpoch  int32
+	StartOffset int64
+}
+
+// ReadRequest is one key of ReadShareGroupState (spec §9.2).
+type ReadRequest struct {
+	Key         Key
+	LeaderEpoch int32
+}
+
+// WriteRequest is one key of WriteShareGroupState (spec §9.1). StartOffset -1 means "not being
+// written"; DeliveryCompleteCount -1 means "unknown".
+type WriteRequest struct {
+	Key                   Key
+	StateEpoch            int32
+	LeaderEpoch           int32
+	StartOffset           int64
+	DeliveryCompleteCount int32
+	StateBatches          []StateBatch
+}
+
+// DeleteRequest is one key of DeleteShareGroupState (spec §9.5).
+type DeleteRequest struct {
+	Key Key
+}
+
+// SummaryRequest is one key of ReadShareGroupStateSummary (spec §9.3). LeaderEpoch is accepted
+// and ignored, as Kafka does.
+type SummaryRequest struct {
+	Key         Key
+	LeaderEpoch int32
+}
+
+// Result is the per-key outcome of an operation. Message "" means none.
+type Result struct {
+	Code    ErrorCode
+	Message string
+}
+
+// ReadResult is the outcome of Read; the state fields are set only when Code is ErrNone.
+type ReadResult struct {
+	Result
+	StateEpoch   int32
+	StartOffset  int64
+	StateBatches []StateBatch
+}
+
+// SummaryResult is the outcome of ReadSummary; the state fields are set only when Code is
+// ErrNone (an absent key reports the sentinels StateEpoch 0, LeaderEpoch 0, StartOffset -1,
+// DeliveryCompleteCount -1).
+type SummaryResult struct {
+	Result
+	StateEpoch            int32
+	LeaderEpoch           int32
+	StartOffset           int64
+	DeliveryCompleteCount int32
+}
+
+// Provider supplies the per-group snapshot limit: the number of update records written between
+// two snapshots of one share partition (groupcfg.Manager implements it). It is read at the moment
+// each record is chosen and must be cheap and safe for concurrent use.
+type Provider interface {
+	SnapshotUpdateRecordsPerSnapshot(groupID string) int
+}
