@@ -1,0 +1,146 @@
+package service
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+const snapshotOverride = "share.snapshot.update.records.per.snapshot"
+const snapshotCeiling = "share.coordinator.snapshot.update.records.per.snapshot"
+
+func alter(typ pb.ResourceType, name string, op pb.ConfigOperation, key string, value *string) *pb.AlterConfigsResource {
+	return &pb.AlterConfigsResource{ResourceType: typ, ResourceName: name,
+		Configs: []*pb.AlterableConfig{{Name: key, ConfigOperation: op, Value: value}}}
+}
+
+func TestIncrementalAlterConfigs(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx := ctxT(t)
+	cases := []struct {
+		name         string
+		res          *pb.AlterConfigsResource
+		validateOnly bool
+		code         pb.ErrorCode
+		msg          []string
+	}{
+		{"group override in range", alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g1", pb.ConfigOperation_CONFIG_OPERATION_SET, snapshotOverride, proto.String("300")),
+			false, pb.ErrorCode_ERROR_CODE_NONE, nil},
+		{"group override above ceiling", alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g1", pb.ConfigOperation_CONFIG_OPERATION_SET, snapshotOverride, proto.String("501")),
+			false, pb.ErrorCode_ERROR_CODE_INVALID_CONFIG, []string{"501", "200", "500"}},
+		{"group override below floor", alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g1", pb.ConfigOperation_CONFIG_OPERATION_SET, snapshotOverride, proto.String("199")),
+			false, pb.ErrorCode_ERROR_CODE_INVALID_CONFIG, []string{"199", "200"}},
+		{"unknown key", alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g1", pb.ConfigOperation_CONFIG_OPERATION_SET, "share.no.such.key", proto.String("1")),
+			false, pb.ErrorCode_ERROR_CODE_INVALID_CONFIG, []string{"share.no.such.key"}},
+		{"wrong type", alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g1", pb.ConfigOperation_CONFIG_OPERATION_SET, "share.delivery.count.limit", proto.String("five")),
+			false, pb.ErrorCode_ERROR_CODE_INVALID_CONFIG, []string{"five"}},
+		{"append to a non-list", alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g1", pb.ConfigOperation_CONFIG_OPERATION_APPEND, "share.delivery.count.limit", proto.String("3")),
+			false, pb.ErrorCode_ERROR_CODE_INVALID_CONFIG, []string{"APPEND"}},
+		{"unspecified operation", alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g1", pb.ConfigOperation_CONFIG_OPERATION_UNSPECIFIED, "share.delivery.count.limit", proto.String("3")),
+			false, pb.ErrorCode_ERROR_CODE_INVALID_CONFIG, nil},
+		{"topic resource", alter(pb.ResourceType_RESOURCE_TYPE_TOPIC, "t", pb.ConfigOperation_CONFIG_OPERATION_SET, "retention.ms", proto.String("1")),
+			false, pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, []string{"TOPIC"}},
+		{"broker ceiling", alter(pb.ResourceType_RESOURCE_TYPE_BROKER, "1", pb.ConfigOperation_CONFIG_OPERATION_SET, snapshotCeiling, proto.String("800")),
+			false, pb.ErrorCode_ERROR_CODE_NONE, nil},
+		{"broker ceiling out of range", alter(pb.ResourceType_RESOURCE_TYPE_BROKER, "", pb.ConfigOperation_CONFIG_OPERATION_SET, snapshotCeiling, proto.String("1001")),
+			false, pb.ErrorCode_ERROR_CODE_INVALID_CONFIG, []string{"1001", "200", "1000"}},
+		{"validate only", alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g2", pb.ConfigOperation_CONFIG_OPERATION_SET, snapshotOverride, proto.String("700")),
+			true, pb.ErrorCode_ERROR_CODE_NONE, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := ts.config.IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{
+				Resources: []*pb.AlterConfigsResource{tc.res}, ValidateOnly: tc.validateOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := resp.GetResponses()[0]
+			if got.GetErrorCode() != tc.code || got.GetResourceName() != tc.res.ResourceName || got.GetResourceType() != tc.res.ResourceType {
+				t.Fatalf("response = %v, want %v for %s/%s", got, tc.code, tc.res.ResourceType, tc.res.ResourceName)
+			}
+			for _, m := range tc.msg {
+				if !strings.Contains(got.GetErrorMessage(), m) {
+					t.Errorf("message %q does not mention %q", got.GetErrorMessage(), m)
+				}
+			}
+		})
+	}
+
+	// g1's override is in force, g2's validate-only change was not stored, and the ceiling is
+	// the dynamic 800.
+	desc, err := ts.config.DescribeConfigs(ctx, &pb.DescribeConfigsRequest{
+		Resources: []*pb.DescribeConfigsResource{
+			{ResourceType: pb.ResourceType_RESOURCE_TYPE_GROUP, ResourceName: "g1", ConfigurationKeys: []string{snapshotOverride}},
+			{ResourceType: pb.ResourceType_RESOURCE_TYPE_GROUP, ResourceName: "g2", ConfigurationKeys: []string{snapshotOverride}},
+			{ResourceType: pb.ResourceType_RESOURCE_TYPE_BROKER, ResourceName: "1", ConfigurationKeys: []string{snapshotCeiling}},
+		},
+		IncludeSynonyms: true, IncludeDocumentation: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		value  string
+		source pb.ConfigSource
+	}{
+		{"300", pb.ConfigSource_CONFIG_SOURCE_GROUP_CONFIG},
+		{"800", pb.ConfigSource_CONFIG_SOURCE_DEFAULT_CONFIG},
+		{"800", pb.ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER_CONFIG},
+	}
+	for i, r := range desc.GetResults() {
+		if r.GetErrorCode() != pb.ErrorCode_ERROR_CODE_NONE || len(r.GetConfigs()) != 1 {
+			t.Fatalf("describe %d = %v", i, r)
+		}
+		c := r.GetConfigs()[0]
+		if c.GetValue() != want[i].value || c.GetEffectiveValue() != want[i].value || c.GetConfigSource() != want[i].source {
+			t.Errorf("describe %s: value %q effective %q source %v; want %q %v", r.GetResourceName(),
+				c.GetValue(), c.GetEffectiveValue(), c.GetConfigSource(), want[i].value, want[i].source)
+		}
+		if c.GetDocumentation() == "" || c.GetConfigType() != pb.ConfigType_CONFIG_TYPE_INT {
+			t.Errorf("describe %s: documentation %q type %v", r.GetResourceName(), c.GetDocumentation(), c.GetConfigType())
+		}
+	}
+	if syn := desc.GetResults()[0].GetConfigs()[0].GetSynonyms(); len(syn) < 2 || syn[1].GetName() != snapshotCeiling {
+		t.Errorf("g1 synonyms = %v, want the group override then %s", syn, snapshotCeiling)
+	}
+
+	// The shards see the override at once: provider lookups return the effective value.
+	if got := ts.cfg.SnapshotUpdateRecordsPerSnapshot("g1"); got != 300 {
+		t.Errorf("provider limit for g1 = %d, want 300", got)
+	}
+	if got := ts.cfg.SnapshotUpdateRecordsPerSnapshot("g2"); got != 800 {
+		t.Errorf("provider limit for g2 = %d, want the ceiling 800", got)
+	}
+}
+
+// TestAlterIsAtomicPerResource: one bad change rejects the whole resource, other resources of
+// the same request still apply.
+func TestAlterIsAtomicPerResource(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx := ctxT(t)
+	resp, err := ts.config.IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{Resources: []*pb.AlterConfigsResource{
+		{ResourceType: pb.ResourceType_RESOURCE_TYPE_GROUP, ResourceName: "bad", Configs: []*pb.AlterableConfig{
+			{Name: "share.delivery.count.limit", ConfigOperation: pb.ConfigOperation_CONFIG_OPERATION_SET, Value: proto.String("4")},
+			{Name: snapshotOverride, ConfigOperation: pb.ConfigOperation_CONFIG_OPERATION_SET, Value: proto.String("5000")},
+		}},
+		alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "good", pb.ConfigOperation_CONFIG_OPERATION_SET, "share.delivery.count.limit", proto.String("4")),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.GetResponses()[0].GetErrorCode(); c != pb.ErrorCode_ERROR_CODE_INVALID_CONFIG {
+		t.Fatalf("bad resource: %v", resp.GetResponses()[0])
+	}
+	if c := resp.GetResponses()[1].GetErrorCode(); c != pb.ErrorCode_ERROR_CODE_NONE {
+		t.Fatalf("good resource: %v", resp.GetResponses()[1])
+	}
+	if got := ts.cfg.DeliveryCountLimit("bad"); got != 5 {
+		t.Errorf("bad group's delivery count limit = %d, want the default 5 (nothing applied)", got)
+	}
+	if got := ts.cfg.DeliveryCountLimit("good"); got != 4 {
+		t.Errorf("good group's delivery count limit = %d, want 4", got)
+	}
+}

@@ -1,0 +1,11 @@
+// Package service implements coordinatord's gRPC API (package sharecoord.v1): the share-state
+// RPCs of ShareCoordinatorService and the admin RPCs of ConfigService, plus the gRPC server they
+// run in (interceptors, health, reflection).
+//
+// The state handlers check the request's shape (the validation interceptor, see
+// sharecoordv1.*.Validate, and the per-request partition limit), split the request into one
+// operation per (group, topic, partition) key, route each key to its state partition with
+// Kafka's hash (shard.PartitionFor), run the keys of one request in parallel across partitions,
+// and gather the per-partition outcomes in request order. The service knows nothing about files:
+// durability is the partitions' business.
+package service

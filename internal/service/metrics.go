@@ -1,0 +1,70 @@
+package service
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coordinatord/coordinatord/internal/shard"
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+// Operation names: the `operation` label of sharecoord_state_operations_total.
+const (
+	opInitialize  = "initialize"
+	opRead        = "read"
+	opWrite       = "write"
+	opDelete      = "delete"
+	opReadSummary = "read_summary"
+)
+
+// Metrics are the service-level metrics of API.md.
+type Metrics struct {
+	writeLatency prometheus.Histogram
+	operations   *prometheus.CounterVec
+}
+
+// NewMetrics creates the service metrics and registers them on reg (nil → not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		writeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sharecoord_write_latency_seconds",
+			Help:    "WriteShareGroupState latency, from receipt of the request to the response (all partitions durable).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 100µs … ~3.3s
+		}),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sharecoord_state_operations_total",
+			Help: "Per-partition outcomes of the state RPCs, by operation and Kafka error code name (NONE on success).",
+		}, []string{"operation", "code"}),
+	}
+	// Pre-create the success series so rates and ratios have data from the first scrape.
+	for _, op := range []string{opInitialize, opRead, opWrite, opDelete, opReadSummary} {
+		m.operations.WithLabelValues(op, codeName(shard.ErrNone))
+	}
+	if reg != nil {
+		reg.MustRegister(m.writeLatency, m.operations)
+	}
+	return m
+}
+
+func (m *Metrics) observeWrite(d time.Duration) {
+	if m != nil {
+		m.writeLatency.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) countOp(op string, c shard.ErrorCode) {
+	if m != nil {
+		m.operations.WithLabelValues(op, codeName(c)).Inc()
+	}
+}
+
+// codeName is Kafka's name of an error code (ERROR_CODE_ prefix dropped), or its number.
+func codeName(c shard.ErrorCode) string {
+	if name, ok := pb.ErrorCode_name[int32(c)]; ok {
+		return strings.TrimPrefix(name, "ERROR_CODE_")
+	}
+	return strconv.Itoa(int(c))
+}

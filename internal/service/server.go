@@ -1,0 +1,237 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/validator"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+// ServerOptions configures the gRPC server. Zero values mean gRPC's defaults.
+type ServerOptions struct {
+	// Registerer receives the gRPC server metrics (grpc_server_handled_total, ...); nil → none.
+	Registerer prometheus.Registerer
+	// MaxRecvMsgBytes bounds one request message.
+	MaxRecvMsgBytes int
+	// MaxConcurrentStreams bounds the calls in flight on one client connection.
+	MaxConcurrentStreams uint32
+	// KeepaliveMinTime is the shortest ping interval a client may use; faster clients are
+	// disconnected (keepalive enforcement).
+	KeepaliveMinTime time.Duration
+	// KeepaliveTime and KeepaliveTimeout: the server pings an idle connection after
+	// KeepaliveTime and closes it if no answer comes within KeepaliveTimeout.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+	// Credentials secure the transport; nil serves plaintext.
+	Credentials credentials.TransportCredentials
+	// Authorize, when set, runs after logging and before validation on every unary call; it
+	// returns a gRPC status error to refuse the call.
+	Authorize grpc.UnaryServerInterceptor
+}
+
+// Server is the gRPC server of coordinatord with its health service.
+type Server struct {
+	GRPC   *grpc.Server
+	health *health.Server
+}
+
+// Health service names reported by Server: the overall status ("") and one per API service.
+var healthServices = []string{"", pb.ShareCoordinatorService_ServiceDesc.ServiceName, pb.ConfigService_ServiceDesc.ServiceName}
+
+// NewServer builds the gRPC server: interceptors outermost first are Prometheus metrics, logging
+// (health checks skipped), authorization (if configured), request validation, and panic recovery
+// (which logs the stack and answers codes.Internal without leaking it). It registers state, cfg,
+// the health service (NOT_SERVING until SetServing(true)) and server reflection.
+func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg pb.ConfigServiceServer, opts ServerOptions) *Server {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	srvMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets(prometheus.ExponentialBuckets(0.0001, 2, 16)),
+	))
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(srvMetrics)
+	}
+
+	rpcLogger := interceptorLogger(sampledBelowWarn(logger.Named("grpc")))
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(codeToLevel),
+	}
+	notHealth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service != healthpb.Health_ServiceDesc.ServiceName
+	})
+	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		logger.Error("panic while handling a call", zap.String("panic", fmt.Sprint(p)), zap.Stack("stack"))
+		return status.Error(codes.Internal, "internal error")
+	})
+
+	unary := []grpc.UnaryServerInterceptor{
+		srvMetrics.UnaryServerInterceptor(),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(rpcLogger, logOpts...), notHealth),
+	}
+	if opts.Authorize != nil {
+		unary = append(unary, opts.Authorize)
+	}
+	unary = append(unary, validator.UnaryServerInterceptor(), recovery.UnaryServerInterceptor(recoveryOpt))
+	stream := []grpc.StreamServerInterceptor{
+		srvMetrics.StreamServerInterceptor(),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(rpcLogger, logOpts...), notHealth),
+		recovery.StreamServerInterceptor(recoveryOpt),
+	}
+
+	serverOpts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: opts.KeepaliveTime, Timeout: opts.KeepaliveTimeout}),
+	}
+	if opts.MaxRecvMsgBytes > 0 {
+		serverOpts = append(serverOpts, grpc.MaxRecvMsgSize(opts.MaxRecvMsgBytes))
+	}
+	if opts.MaxConcurrentStreams > 0 {
+		serverOpts = append(serverOpts, grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams))
+	}
+	if opts.Credentials != nil {
+		serverOpts = append(serverOpts, grpc.Creds(opts.Credentials))
+	}
+
+	s := &Server{GRPC: grpc.NewServer(serverOpts...), health: health.NewServer()}
+	pb.RegisterShareCoordinatorServiceServer(s.GRPC, state)
+	pb.RegisterConfigServiceServer(s.GRPC, cfg)
+	healthpb.RegisterHealthServer(s.GRPC, s.health)
+	reflection.Register(s.GRPC)
+	srvMetrics.InitializeMetrics(s.GRPC)
+	s.SetServing(false)
+	return s
+}
+
+// SetServing sets the health of every reported service to SERVING or NOT_SERVING.
+func (s *Server) SetServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, name := range healthServices {
+		s.health.SetServingStatus(name, st)
+	}
+}
+
+// Shutdown marks the server NOT_SERVING for good, stops accepting calls and waits for calls in
+// flight to finish; when ctx ends first, the remaining calls are cancelled.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.GRPC.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.GRPC.Stop()
+		<-done
+	}
+}
+
+// codeToLevel logs successful calls at debug, client faults at info and server faults at warn
+// or error, so busy servers log what matters.
+func codeToLevel(c codes.Code) logging.Level {
+	switch c {
+	case codes.OK:
+		return logging.LevelDebug
+	case codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+		codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition, codes.OutOfRange:
+		return logging.LevelInfo
+	case codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Unavailable:
+		return logging.LevelWarn
+	default:
+		return logging.LevelError
+	}
+}
+
+// sampledBelowWarn samples entries below WARN (per-call noise under load) and never samples
+// warnings and errors.
+func sampledBelowWarn(l *zap.Logger) *zap.Logger {
+	return l.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
+		low := zapcore.NewSamplerWithOptions(levelBelow{core, zapcore.WarnLevel}, time.Second, 100, 100)
+		return zapcore.NewTee(low, levelAtLeast{core, zapcore.WarnLevel})
+	}))
+}
+
+// levelBelow passes only entries below max to its core.
+type levelBelow struct {
+	zapcore.Core
+	max zapcore.Level
+}
+
+func (c levelBelow) Enabled(l zapcore.Level) bool { return l < c.max && c.Core.Enabled(l) }
+func (c levelBelow) With(f []zapcore.Field) zapcore.Core {
+	return levelBelow{c.Core.With(f), c.max}
+}
+func (c levelBelow) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if !c.Enabled(e.Level) {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}
+
+// levelAtLeast passes only entries at or above min to its core.
+type levelAtLeast struct {
+	zapcore.Core
+	min zapcore.Level
+}
+
+func (c levelAtLeast) Enabled(l zapcore.Level) bool { return l >= c.min && c.Core.Enabled(l) }
+func (c levelAtLeast) With(f []zapcore.Field) zapcore.Core {
+	return levelAtLeast{c.Core.With(f), c.min}
+}
+func (c levelAtLeast) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if !c.Enabled(e.Level) {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}
+
+// interceptorLogger adapts zap to the go-grpc-middleware logging interface.
+func interceptorLogger(l *zap.Logger) logging.Logger {
+	return logging.LoggerFunc(func(_ context.Context, lvl logging.Level, msg string, fields ...any) {
+		zf := make([]zap.Field, 0, len(fields)/2)
+		for i := 0; i+1 < len(fields); i += 2 {
+			key, ok := fields[i].(string)
+			if !ok {
+				key = fmt.Sprint(fields[i])
+			}
+			zf = append(zf, zap.Any(key, fields[i+1]))
+		}
+		switch lvl {
+		case logging.LevelDebug:
+			l.Debug(msg, zf...)
+		case logging.LevelInfo:
+			l.Info(msg, zf...)
+		case logging.LevelWarn:
+			l.Warn(msg, zf...)
+		default:
+			l.Error(msg, zf...)
+		}
+	})
+}

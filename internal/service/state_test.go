@@ -1,0 +1,379 @@
+package service
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordinatord/coordinatord/internal/shard"
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+func TestStateRoundTrip(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx := ctxT(t)
+
+	init, err := ts.state.InitializeShareGroupState(ctx, initReq("g1", topicA, 0, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := init.GetResults()[0].GetPartitions()[0]; got.GetErrorCode() != pb.ErrorCode_ERROR_CODE_NONE {
+		t.Fatalf("initialize: %v", got)
+	}
+
+	w := writeReq("g1", topicA, 0, 1, 3, 5, batch(5, 9, 2, 1), batch(10, 19, 0, 1))
+	w.Topics[0].Partitions[0].DeliveryCompleteCount = proto.Int32(5)
+	wr, err := ts.state.WriteShareGroupState(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := wr.GetResults()[0].GetPartitions()[0]; got.GetErrorCode() != pb.ErrorCode_ERROR_CODE_NONE {
+		t.Fatalf("write: %v", got)
+	}
+
+	rr, err := ts.state.ReadShareGroupState(ctx, readReq("g1", topicA, 0, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &pb.ReadStatePartitionResult{
+		Partition: 0, StateEpoch: 1, StartOffset: 5,
+		StateBatches: []*pb.StateBatch{batch(5, 9, 2, 1), batch(10, 19, 0, 1)},
+	}
+	if got := rr.GetResults()[0].GetPartitions()[0]; !proto.Equal(got, want) {
+		t.Fatalf("read = %v, want %v", got, want)
+	}
+
+	sr, err := ts.state.ReadShareGroupStateSummary(ctx, &pb.ReadShareGroupStateSummaryRequest{GroupId: "g1",
+		Topics: []*pb.ReadStateSummaryTopic{{TopicId: topicA, Partitions: []*pb.ReadStateSummaryPartition{{Partition: 0}, {Partition: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSummary := []*pb.ReadStateSummaryPartitionResult{
+		// The leader epoch was claimed by the read above; the write's higher epoch is not stored.
+		{Partition: 0, StateEpoch: 1, LeaderEpoch: 3, StartOffset: 5, DeliveryCompleteCount: 5},
+		// Never initialized: Kafka's sentinels.
+		{Partition: 1, StateEpoch: 0, LeaderEpoch: 0, StartOffset: -1, DeliveryCompleteCount: -1},
+	}
+	for i, got := range sr.GetResults()[0].GetPartitions() {
+		if !proto.Equal(got, wantSummary[i]) {
+			t.Errorf("summary[%d] = %v, want %v", i, got, wantSummary[i])
+		}
+	}
+
+	dr, err := ts.state.DeleteShareGroupState(ctx, &pb.DeleteShareGroupStateRequest{GroupId: "g1",
+		Topics: []*pb.DeleteStateTopic{{TopicId: topicA, Partitions: []*pb.DeleteStatePartition{{Partition: 0}, {Partition: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range dr.GetResults()[0].GetPartitions() {
+		if p.GetErrorCode() != pb.ErrorCode_ERROR_CODE_NONE {
+			t.Errorf("delete partition %d: %v", p.GetPartition(), p)
+		}
+	}
+	rr, err = ts.state.ReadShareGroupState(ctx, readReq("g1", topicA, 0, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rr.GetResults()[0].GetPartitions()[0]; got.GetErrorCode() != pb.ErrorCode_ERROR_CODE_INVALID_REQUEST ||
+		!strings.Contains(got.GetErrorMessage(), "uninitialized") {
+		t.Fatalf("read after delete = %v, want INVALID_REQUEST for an uninitialized share partition", got)
+	}
+}
+
+func TestRequestShapeErrors(t *testing.T) {
+	ts := startServer(t, testOptions{overrides: []string{"max.partitions.per.request=4"}})
+	ctx := ctxT(t)
+	many := &pb.WriteStateTopic{TopicId: topicA}
+	for p := range int32(5) {
+		many.Partitions = append(many.Partitions, &pb.WriteStatePartition{Partition: p})
+	}
+	cases := []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"empty group", func() error {
+			_, err := ts.state.InitializeShareGroupState(ctx, initReq("", topicA, 0, 0, 0))
+			return err
+		}, "group_id must not be empty"},
+		{"no topics", func() error {
+			_, err := ts.state.ReadShareGroupState(ctx, &pb.ReadShareGroupStateRequest{GroupId: "g"})
+			return err
+		}, "topics must not be empty"},
+		{"topic without partitions", func() error {
+			_, err := ts.state.DeleteShareGroupState(ctx, &pb.DeleteShareGroupStateRequest{GroupId: "g",
+				Topics: []*pb.DeleteStateTopic{{TopicId: topicA}}})
+			return err
+		}, "has no partitions"},
+		{"duplicate partition", func() error {
+			_, err := ts.state.ReadShareGroupStateSummary(ctx, &pb.ReadShareGroupStateSummaryRequest{GroupId: "g",
+				Topics: []*pb.ReadStateSummaryTopic{
+					{TopicId: topicA, Partitions: []*pb.ReadStateSummaryPartition{{Partition: 1}}},
+					{TopicId: topicA, Partitions: []*pb.ReadStateSummaryPartition{{Partition: 1}}},
+				}})
+			return err
+		}, "appears twice"},
+		{"too many partitions", func() error {
+			_, err := ts.state.WriteShareGroupState(ctx, &pb.WriteShareGroupStateRequest{GroupId: "g", Topics: []*pb.WriteStateTopic{many}})
+			return err
+		}, "at most 4 are allowed"},
+		{"group id too long", func() error {
+			_, err := ts.state.InitializeShareGroupState(ctx, initReq(strings.Repeat("g", pb.MaxGroupIDBytes+1), topicA, 0, 0, 0))
+			return err
+		}, "at most 32767 bytes"},
+		{"find coordinator without keys", func() error {
+			_, err := ts.state.FindCoordinator(ctx, &pb.FindCoordinatorRequest{})
+			return err
+		}, "keys must not be empty"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.want) {
+				t.Fatalf("error = %v, want InvalidArgument containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPerPartitionErrors(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx := ctxT(t)
+	if _, err := ts.state.InitializeShareGroupState(ctx, initReq("g", topicA, 0, 5, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.state.ReadShareGroupState(ctx, readReq("g", topicA, 0, 7)); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		req  *pb.WriteShareGroupStateRequest
+		code pb.ErrorCode
+		want string
+	}{
+		{"bad topic id", writeReq("g", "not-a-uuid", 0, 5, 7, 0), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "not a valid topic id"},
+		{"empty topic id", writeReq("g", "", 0, 5, 7, 0), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "not a valid topic id"},
+		{"negative partition", writeReq("g", topicA, -1, 5, 7, 0), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "partition"},
+		{"negative leader epoch", writeReq("g", topicA, 0, 5, -1, 0), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "leader epoch"},
+		{"uninitialized", writeReq("g", topicB, 0, 5, 7, 0), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "uninitialized"},
+		{"fenced leader epoch", writeReq("g", topicA, 0, 5, 6, 0), pb.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH, ""},
+		{"fenced state epoch", writeReq("g", topicA, 0, 4, 7, 0), pb.ErrorCode_ERROR_CODE_FENCED_STATE_EPOCH, ""},
+		{"delivery state overflow", writeReq("g", topicA, 0, 5, 7, 0, batch(0, 1, 300, 1)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "delivery_state 300"},
+		{"delivery count overflow", writeReq("g", topicA, 0, 5, 7, 0, batch(0, 1, 0, 1<<20)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "delivery_count 1048576"},
+		{"first after last", writeReq("g", topicA, 0, 5, 7, 0, batch(9, 1, 0, 1)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, ""},
+		{"undefined delivery state", writeReq("g", topicA, 0, 5, 7, 0, batch(0, 1, 3, 1)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := ts.state.WriteShareGroupState(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := resp.GetResults()[0].GetPartitions()[0]
+			if got.GetErrorCode() != tc.code || !strings.Contains(got.GetErrorMessage(), tc.want) {
+				t.Fatalf("result = %v, want %v with message containing %q", got, tc.code, tc.want)
+			}
+			if tc.code != pb.ErrorCode_ERROR_CODE_NONE && got.GetErrorMessage() == "" {
+				t.Fatalf("error %v without a message", got.GetErrorCode())
+			}
+		})
+	}
+}
+
+// TestResultsInRequestOrder checks that results keep the request's topic and partition order
+// although keys run in parallel on different partitions.
+func TestResultsInRequestOrder(t *testing.T) {
+	ts := startServer(t, testOptions{partitions: 7})
+	ctx := ctxT(t)
+	req := &pb.InitializeShareGroupStateRequest{GroupId: "order", Topics: []*pb.InitializeStateTopic{
+		{TopicId: topicB, Partitions: []*pb.InitializeStatePartition{{Partition: 9}, {Partition: 2}, {Partition: 5}}},
+		{TopicId: "bogus", Partitions: []*pb.InitializeStatePartition{{Partition: 1}}},
+		{TopicId: topicA, Partitions: []*pb.InitializeStatePartition{{Partition: 30}, {Partition: 0}, {Partition: 17}, {Partition: 4}}},
+	}}
+	resp, err := ts.state.InitializeShareGroupState(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetResults()) != len(req.Topics) {
+		t.Fatalf("got %d topic results, want %d", len(resp.GetResults()), len(req.Topics))
+	}
+	for i, tr := range resp.GetResults() {
+		if tr.GetTopicId() != req.Topics[i].TopicId {
+			t.Fatalf("topic %d = %s, want %s", i, tr.GetTopicId(), req.Topics[i].TopicId)
+		}
+		for j, pr := range tr.GetPartitions() {
+			if pr.GetPartition() != req.Topics[i].Partitions[j].Partition {
+				t.Fatalf("topic %d partition %d = %d, want %d", i, j, pr.GetPartition(), req.Topics[i].Partitions[j].Partition)
+			}
+			wantCode := pb.ErrorCode_ERROR_CODE_NONE
+			if tr.GetTopicId() == "bogus" {
+				wantCode = pb.ErrorCode_ERROR_CODE_INVALID_REQUEST
+			}
+			if pr.GetErrorCode() != wantCode {
+				t.Fatalf("topic %s partition %d: %v, want %v", tr.GetTopicId(), pr.GetPartition(), pr.GetErrorCode(), wantCode)
+			}
+		}
+	}
+}
+
+func TestFindCoordinator(t *testing.T) {
+	ts := startServer(t, testOptions{partitions: 50})
+	ctx := ctxT(t)
+	// Spec §5 vectors with 50 partitions, plus keys that do not parse.
+	keys := []string{
+		"group1:AAAAAAAAAAAAAAAAAAAAAA:0",
+		"group1:AAAAAAAAAAAAAAAAAAAAAQ:3",
+		"my-share-group:P6hfZFcXRWKz_CyWP2avpg:7",
+		"grp:with:colons:ASNFZ4mrze8BI0VniavN7w:12",
+		"ünïcödé:_____________________w:1",
+		"no-partition:P6hfZFcXRWKz_CyWP2avpg",
+		":P6hfZFcXRWKz_CyWP2avpg:1",
+		"g:not-a-topic-id:1",
+		"g:P6hfZFcXRWKz_CyWP2avpg:x",
+	}
+	want := []int32{44, 23, 16, 45, 40, -1, -1, -1, -1}
+	resp, err := ts.state.FindCoordinator(ctx, &pb.FindCoordinatorRequest{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range resp.GetCoordinators() {
+		if c.GetKey() != keys[i] {
+			t.Fatalf("coordinator %d key = %q, want %q", i, c.GetKey(), keys[i])
+		}
+		if want[i] < 0 {
+			if c.GetErrorCode() != pb.ErrorCode_ERROR_CODE_INVALID_REQUEST || c.GetErrorMessage() == "" {
+				t.Errorf("key %q: %v, want INVALID_REQUEST with a message", keys[i], c)
+			}
+			continue
+		}
+		if c.GetErrorCode() != pb.ErrorCode_ERROR_CODE_NONE || c.GetStatePartition() != want[i] ||
+			c.GetNodeId() != 1 || c.GetHost() != "127.0.0.1" || c.GetPort() != 7070 {
+			t.Errorf("key %q: %v, want partition %d on node 1 at 127.0.0.1:7070", keys[i], c, want[i])
+		}
+	}
+}
+
+func TestStateOperationMetrics(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx := ctxT(t)
+	if _, err := ts.state.WriteShareGroupState(ctx, writeReq("g", topicA, 0, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.state.InitializeShareGroupState(ctx, initReq("g", topicA, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.state.WriteShareGroupState(ctx, writeReq("g", topicA, 0, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	m := ts.metrics
+	if got := testutil.ToFloat64(m.operations.WithLabelValues(opWrite, "INVALID_REQUEST")); got != 1 {
+		t.Errorf("write INVALID_REQUEST count = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.operations.WithLabelValues(opWrite, "NONE")); got != 1 {
+		t.Errorf("write NONE count = %v, want 1", got)
+	}
+	if got := testutil.CollectAndCount(m.writeLatency); got != 1 {
+		t.Errorf("write latency series = %d, want 1", got)
+	}
+	n, err := testutil.GatherAndCount(ts.reg, "sharecoord_write_latency_seconds", "grpc_server_handled_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Error("no sharecoord_write_latency_seconds or grpc_server_handled_total series gathered")
+	}
+}
+
+func TestHealthFollowsServing(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx := ctxT(t)
+	h := healthpb.NewHealthClient(ts.conn)
+	for _, svc := range healthServices {
+		resp, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Fatalf("health %q before serving = %v, %v; want NOT_SERVING", svc, resp, err)
+		}
+	}
+	ts.srv.SetServing(true)
+	for _, svc := range healthServices {
+		resp, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health %q after serving = %v, %v; want SERVING", svc, resp, err)
+		}
+	}
+}
+
+// panicking is a partition whose every operation panics.
+type panicking struct{ Partition }
+
+func (panicking) Write(context.Context, shard.WriteRequest) shard.Result {
+	panic("boom: secret detail")
+}
+
+func TestPanicBecomesInternalWithoutStack(t *testing.T) {
+	ts := startServer(t, testOptions{wrap: func(ps []Partition) []Partition {
+		out := make([]Partition, len(ps))
+		for i, p := range ps {
+			out[i] = panicking{p}
+		}
+		return out
+	}})
+	_, err := ts.state.WriteShareGroupState(ctxT(t), writeReq("g", topicA, 0, 0, 0, 0))
+	st := status.Convert(err)
+	if st.Code() != codes.Internal || strings.Contains(st.Message(), "boom") || strings.Contains(st.Message(), "goroutine") {
+		t.Fatalf("error = %v, want Internal without the panic value or stack", err)
+	}
+	// The server keeps serving.
+	if _, err := ts.state.InitializeShareGroupState(ctxT(t), initReq("g", topicA, 0, 0, 0)); err != nil {
+		t.Fatalf("after a panic: %v", err)
+	}
+}
+
+// TestShutdownWithCallsInFlight drains: every call either completes or gets a gRPC status; none
+// hangs and none is answered twice.
+func TestShutdownWithCallsInFlight(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx := ctxT(t)
+	if _, err := ts.state.InitializeShareGroupState(ctx, initReq("g", topicA, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	started := make(chan struct{}, 64)
+	var mu sync.Mutex
+	ok, failed := 0, 0
+	for i := range 64 {
+		wg.Go(func() {
+			started <- struct{}{}
+			resp, err := ts.state.WriteShareGroupState(ctx, writeReq("g", topicA, 0, 0, 0, int64(i), batch(int64(i), int64(i), 2, 1)))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if status.Code(err) == codes.Unknown {
+					t.Errorf("write during shutdown: %v (no gRPC status)", err)
+				}
+				failed++
+				return
+			}
+			code := resp.GetResults()[0].GetPartitions()[0].GetErrorCode()
+			if code != pb.ErrorCode_ERROR_CODE_NONE && code != pb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE {
+				t.Errorf("write during shutdown: %v", code)
+			}
+			ok++
+		})
+	}
+	for range 64 {
+		<-started
+	}
+	ts.stop()
+	wg.Wait()
+	if ok+failed != 64 {
+		t.Fatalf("answered %d of 64 calls", ok+failed)
+	}
+}
