@@ -1,0 +1,112 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// runServer runs the server binary with args and env until it exits by itself (bad
+// configuration), returning stderr and the exit status.
+func runServer(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stderr.String(), code
+}
+
+// TestBadConfigurationExits2 checks that every kind of bad configuration stops start-up with exit
+// status 2 and a line naming what is wrong, before anything listens.
+func TestBadConfigurationExits2(t *testing.T) {
+	props := filepath.Join(t.TempDir(), "coordinatord.properties")
+	if err := os.WriteFile(props, []byte("share.coordinator.snapshot.update.records.per.snapshot=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"snapshot limit below the floor in the file", nil, []string{"--config", props},
+			[]string{"share.coordinator.snapshot.update.records.per.snapshot=0", "[200, 1000]", "remove the setting"}},
+		{"override out of range", nil, []string{"--override", "share.coordinator.snapshot.update.records.per.snapshot=1001"},
+			[]string{"1001", "[200, 1000]"}},
+		{"unknown key", nil, []string{"--override", "share.coordinator.no.such=1"}, []string{"share.coordinator.no.such"}},
+		{"wrong type", nil, []string{"--override", "share.coordinator.write.timeout.ms=soon"}, []string{"soon"}},
+		{"unknown environment variable", []string{"COORDINATORD_NO_SUCH_KEY=1"}, nil, []string{"COORDINATORD_NO_SUCH_KEY"}},
+		{"environment out of range", []string{"COORDINATORD_SHARE_COORDINATOR_SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT=100"}, nil, []string{"100", "[200, 1000]"}},
+		{"heartbeat not below session", nil, []string{"--override", "group.share.heartbeat.interval.ms=60000", "--override", "group.share.max.heartbeat.interval.ms=60000", "--override", "group.share.session.timeout.ms=50000"},
+			[]string{"group.share.heartbeat.interval.ms"}},
+		{"missing properties file", nil, []string{"--config", filepath.Join(t.TempDir(), "absent.properties")}, []string{"absent.properties"}},
+		{"unknown flag", nil, []string{"--no-such-flag"}, []string{"--no-such-flag"}},
+		{"bad log level", nil, []string{"--log-level", "loud"}, []string{"loud"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"--data-dir", t.TempDir()}, base...), tc.args...)
+			stderr, code := runServer(t, tc.env, args...)
+			if code != exitBadConfig {
+				t.Fatalf("exit status %d, want %d\n%s", code, exitBadConfig, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not mention %q:\n%s", w, stderr)
+				}
+			}
+			if strings.Contains(stderr, `"msg":"serving"`) {
+				t.Errorf("the server started serving despite bad configuration")
+			}
+		})
+	}
+}
+
+// TestPartitionCountIsRecorded: a data directory remembers its partition count; starting it with
+// another one is refused (routing would silently move keys).
+func TestPartitionCountIsRecorded(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=5")
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	stderr, code := runServer(t, nil, "--data-dir", dir, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--override", "share.coordinator.state.topic.num.partitions=6")
+	if code != exitBadConfig || !strings.Contains(stderr, "share.coordinator.state.topic.num.partitions") {
+		t.Fatalf("restart with another partition count: exit %d\n%s", code, stderr)
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "good.properties")
+	if err := os.WriteFile(good, []byte("share.coordinator.snapshot.update.records.per.snapshot=800\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runTool(t, "check-config", "--config", good)
+	if code != 0 || !strings.Contains(out, "configuration OK") {
+		t.Fatalf("check-config on a good file: exit %d\n%s%s", code, out, stderr)
+	}
+	// Every problem is reported, not only the first.
+	out, _, code = runTool(t, "check-config", "--config", good,
+		"--override", "share.coordinator.snapshot.update.records.per.snapshot=0",
+		"--override", "share.coordinator.append.linger.ms=-2")
+	if code != exitBadConfig {
+		t.Fatalf("check-config with two problems: exit %d\n%s", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.Contains(out, "records.per.snapshot=0") || !strings.Contains(out, "append.linger.ms=-2") {
+		t.Fatalf("check-config output, want one line per problem:\n%s", out)
+	}
+}

@@ -1,0 +1,112 @@
+// Command coordinatord is a standalone share coordinator: a gRPC service that durably stores the
+// delivery state of Kafka share-group partitions (KIP-932).
+//
+// With no subcommand (or "serve") it runs the server; the other subcommands are operator tools
+// (dump-log, check-config, repair-log) and benchmarks (bench). See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses.
+const (
+	exitOK        = 0
+	exitFailure   = 1 // a run-time failure (I/O, a partition that failed, ...)
+	exitBadConfig = 2 // bad configuration or usage: nothing was started
+)
+
+// exitError carries an exit status out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// badConfig marks err as a configuration or usage problem (exit status 2).
+func badConfig(err error) error { return &exitError{code: exitBadConfig, err: err} }
+
+// env is the process environment a command runs in; tests substitute their own.
+type env struct {
+	stdout, stderr io.Writer
+	environ        []string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, environ: os.Environ()})
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line args and returns the exit status. ctx ends when the process is
+// asked to stop (SIGINT, SIGTERM).
+func run(ctx context.Context, args []string, e env) int {
+	root := newRootCommand(e)
+	root.SetArgs(args)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(e.stderr, "coordinatord:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	// Anything cobra itself rejects (unknown flag or command, bad arguments) is a usage error.
+	if isUsageError(err) {
+		return exitBadConfig
+	}
+	return exitFailure
+}
+
+// usageError marks errors from argument validation.
+type usageError struct{ error }
+
+func isUsageError(err error) bool {
+	var u usageError
+	return errors.As(err, &u)
+}
+
+func newRootCommand(e env) *cobra.Command {
+	sf := &serveFlags{}
+	root := &cobra.Command{
+		Use:   "coordinatord",
+		Short: "A standalone share coordinator: durable share-group state over gRPC",
+		Long: "coordinatord stores the delivery state of Kafka share-group partitions (KIP-932) and serves\n" +
+			"it over gRPC (sharecoord.v1). With no subcommand it runs the server (same as \"serve\").",
+		Args:          args(cobra.NoArgs),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), e, sf)
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	sf.register(root)
+
+	serveCmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the server (the default when no subcommand is given)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), e, sf)
+		},
+	}
+	sf.register(serveCmd)
+
+	root.AddCommand(serveCmd, newDumpLogCommand(e), newCheckConfigCommand(e), newRepairLogCommand(e))
+	return root
+}

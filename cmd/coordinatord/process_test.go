@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+// binPath is the coordinatord binary the end-to-end tests run, built once by TestMain (with the
+// race detector when the tests themselves run under it).
+var binPath string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "coordinatord-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binPath = filepath.Join(dir, "coordinatord")
+	args := []string{"build", "-o", binPath}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build coordinatord:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// proc is a running coordinatord process.
+type proc struct {
+	t           *testing.T
+	cmd         *exec.Cmd
+	dataDir     string
+	grpcAddr    string
+	metricsAddr string
+	conn        *grpc.ClientConn
+	state       pb.ShareCoordinatorServiceClient
+	config      pb.ConfigServiceClient
+	exited      chan struct{}
+	exitErr     error
+
+	mu    sync.Mutex
+	lines []string // every stderr line
+}
+
+// startProc starts the binary on dataDir with loopback ports chosen by the kernel and waits until
+// it reports SERVING. extra are further command-line arguments.
+func startProc(t *testing.T, dataDir string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
+	return startCommand(t, exec.Command(binPath, args...), dataDir)
+}
+
+func startCommand(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Own process group, so that `go run` and the server it starts are signalled together.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, dataDir: dataDir, exited: make(chan struct{})}
+	serving := make(chan [2]string, 1)
+	go p.readLog(stderr, serving)
+	go func() {
+		p.exitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() { p.kill() })
+
+	select {
+	case addrs := <-serving:
+		p.grpcAddr, p.metricsAddr = addrs[0], addrs[1]
+	case <-p.exited:
+		t.Fatalf("coordinatord exited before serving: %v\n%s", p.exitErr, p.log())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("coordinatord did not report serving\n%s", p.log())
+	}
+	p.conn, err = grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.state = pb.NewShareCoordinatorServiceClient(p.conn)
+	p.config = pb.NewConfigServiceClient(p.conn)
+	p.waitServing()
+	return p
+}
+
+// readLog collects stderr lines and reports the addresses of the "serving" line.
+func (p *proc) readLog(r io.Reader, serving chan<- [2]string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		p.mu.Lock()
+		p.lines = append(p.lines, line)
+		p.mu.Unlock()
+		var entry struct {
+			Msg     string `json:"msg"`
+			GRPC    string `json:"grpc"`
+			Metrics string `json:"metrics"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "serving" {
+			select {
+			case serving <- [2]string{entry.GRPC, entry.Metrics}:
+			default:
+			}
+		}
+	}
+}
+
+// log returns everything the process wrote to stderr so far.
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// waitServing blocks until the overall health is SERVING (every partition loaded), using the
+// health Watch stream rather than polling.
+func (p *proc) waitServing() {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream, err := healthpb.NewHealthClient(p.conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		p.t.Fatalf("health watch: %v", err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			p.t.Fatalf("health watch: %v\n%s", err, p.log())
+		}
+		if resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+	}
+}
+
+// stop sends sig to the process group and returns the exit status.
+func (p *proc) stop(sig syscall.Signal) int {
+	p.t.Helper()
+	if p.conn != nil {
+		_ = p.conn.Close()
+		p.conn = nil
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		p.t.Fatalf("coordinatord did not exit after %v\n%s", sig, p.log())
+	}
+	var ee *exec.ExitError
+	switch {
+	case p.exitErr == nil:
+		return 0
+	case errors.As(p.exitErr, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -int(ws.Signal())
+		}
+		return ee.ExitCode()
+	default:
+		p.t.Fatalf("wait: %v", p.exitErr)
+		return -1
+	}
+}
+
+// kill ends the process group if it still runs (test cleanup).
+func (p *proc) kill() {
+	select {
+	case <-p.exited:
+	default:
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
+}
+
+// runTool runs the binary with args (a subcommand) and returns stdout, stderr and exit status.
+func runTool(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	cmd := exec.Command(binPath, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return stdout.String(), stderr.String(), 0
+	case errors.As(err, &ee):
+		return stdout.String(), stderr.String(), ee.ExitCode()
+	default:
+		t.Fatalf("run %v: %v", args, err)
+		return "", "", -1
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/service"
+	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
+)
+
+// serveFlags are the command-line flags of the server (API.md, "Command line").
+type serveFlags struct {
+	configFile    string
+	overrides     []string
+	listen        string
+	metricsListen string
+	advertise     string
+	dataDir       string
+	nodeID        int32
+	logLevel      string
+}
+
+func (f *serveFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.configFile, "config", "", "a Java-style properties file of broker-level configs (Kafka names)")
+	fs.StringArrayVar(&f.overrides, "override", nil, "one broker-level config KEY=VALUE; wins over the environment and the file (repeatable)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:7070", "gRPC address")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:7071", "HTTP address for /metrics, /healthz and /readyz")
+	fs.StringVar(&f.advertise, "advertised-listen", "", "HOST:PORT that FindCoordinator returns (default: the --listen address, with this host's name if it listens on all interfaces)")
+	fs.StringVar(&f.dataDir, "data-dir", "./data", "where the state logs and the config store live")
+	fs.Int32Var(&f.nodeID, "node-id", 1, "this node's id (FindCoordinator, BROKER resource name)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// serve runs the server until ctx ends, then shuts it down gracefully.
+func serve(ctx context.Context, e env, f *serveFlags) error {
+	if f.nodeID < 0 {
+		return badConfig(fmt.Errorf("--node-id %d: want a node id >= 0", f.nodeID))
+	}
+	static, err := groupcfg.LoadStatic(groupcfg.Sources{File: f.configFile, Env: e.environ, Overrides: f.overrides})
+	if err != nil {
+		return badConfig(err)
+	}
+	logger, err := newLogger(e.stderr, f.logLevel)
+	if err != nil {
+		return badConfig(err)
+	}
+	defer func() { _ = logger.Sync() }()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	cfg, err := groupcfg.Open(logger.Named("config"), f.dataDir, static, reg, groupcfg.Options{NodeID: f.nodeID})
+	if err != nil {
+		var se *groupcfg.StaticError
+		if errors.As(err, &se) {
+			return badConfig(err)
+		}
+		return fmt.Errorf("open configuration store in %s: %w", f.dataDir, err)
+	}
+	defer func() { _ = cfg.Close() }()
+	broker := cfg.Broker()
+	logEffectiveConfig(logger, f, cfg)
+
+	grpcLis, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return badConfig(fmt.Errorf("--listen %s: %w", f.listen, err))
+	}
+	defer func() { _ = grpcLis.Close() }()
+	metricsLis, err := net.Listen("tcp", f.metricsListen)
+	if err != nil {
+		return badConfig(fmt.Errorf("--metrics-listen %s: %w", f.metricsListen, err))
+	}
+	defer func() { _ = metricsLis.Close() }()
+	host, port, err := advertisedAddr(f.advertise, grpcLis.Addr())
+	if err != nil {
+		return badConfig(err)
+	}
+
+	shards := openShards(logger, f.dataDir, cfg, broker, reg)
+	parts := make([]service.Partition, len(shards))
+	for i, s := range shards {
+		parts[i] = s
+	}
+	state := service.NewStateServer(logger.Named("state"), parts, service.StateOptions{
+		NodeID: f.nodeID, Host: host, Port: port,
+		MaxPartitionsPerRequest: broker.MaxPartitionsPerRequest(),
+		Metrics:                 service.NewMetrics(reg),
+	})
+	srv := service.NewServer(logger, state, service.NewConfigServer(logger.Named("config"), cfg), service.ServerOptions{
+		Registerer:           reg,
+		MaxRecvMsgBytes:      broker.GRPCMaxRecvMessageBytes(),
+		MaxConcurrentStreams: uint32(broker.GRPCMaxConcurrentStreams()),
+		KeepaliveMinTime:     time.Duration(broker.GRPCKeepaliveMinTimeMs()) * time.Millisecond,
+		KeepaliveTime:        time.Duration(broker.GRPCKeepaliveTimeMs()) * time.Millisecond,
+		KeepaliveTimeout:     time.Duration(broker.GRPCKeepaliveTimeoutMs()) * time.Millisecond,
+	})
+
+	httpSrv := &http.Server{Handler: newAdminMux(reg, shards), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- serveErr("gRPC", srv.GRPC.Serve(grpcLis)) }()
+	go func() { errc <- serveErr("metrics HTTP", httpSrv.Serve(metricsLis)) }()
+	logger.Info("serving",
+		zap.String("grpc", grpcLis.Addr().String()),
+		zap.String("metrics", metricsLis.Addr().String()),
+		zap.String("advertised", net.JoinHostPort(host, strconv.Itoa(int(port)))),
+		zap.String("data_dir", f.dataDir),
+		zap.Int("partitions", len(shards)))
+
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		waitLoaded(ctx, logger, shards)
+		if ctx.Err() == nil {
+			srv.SetServing(true)
+		}
+	}()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutdown requested")
+	case runErr = <-errc:
+		logger.Error("server stopped unexpectedly", zap.Error(runErr))
+	}
+
+	drain := time.Duration(broker.ShutdownDrainTimeoutMs()) * time.Millisecond
+	drainCtx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	srv.Shutdown(drainCtx) // NOT_SERVING, stop accepting, drain in-flight calls
+	<-loaded
+	closeShards(logger, shards) // commit what was accepted, close every log
+	_ = httpSrv.Shutdown(drainCtx)
+	logger.Info("stopped")
+	return runErr
+}
+
+func serveErr(what string, err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("%s server stopped", what)
+	}
+	return fmt.Errorf("%s server: %w", what, err)
+}
+
+// openShards starts one shard per state partition; they load in the background.
+func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b groupcfg.Broker, reg prometheus.Registerer) []*shard.Shard {
+	logMetrics := statelog.NewMetrics(reg)
+	shardMetrics := shard.NewMetrics(reg, b.MetricsGroupLabelMax())
+	shards := make([]*shard.Shard, b.NumPartitions())
+	for p := range shards {
+		shards[p] = shard.Open(logger.Named("shard").With(zap.Int("partition", p)), provider, shard.Options{
+			Partition: p,
+			DataDir:   dataDir,
+			Log: statelog.Options{
+				SegmentBytes:    int64(b.SegmentBytes()),
+				ReadBufferBytes: b.LoadBufferSize(),
+				Metrics:         logMetrics,
+			},
+			AppendLingerMs:       b.AppendLingerMs(),
+			WriteTimeout:         time.Duration(b.WriteTimeoutMs()) * time.Millisecond,
+			PruneInterval:        time.Duration(b.PruneIntervalMs()) * time.Millisecond,
+			ColdSnapshotInterval: time.Duration(b.ColdPartitionSnapshotIntervalMs()) * time.Millisecond,
+			Metrics:              shardMetrics,
+		})
+	}
+	return shards
+}
+
+// waitLoaded waits until every shard has finished loading (active, or failed for good) and logs
+// the outcome once.
+func waitLoaded(ctx context.Context, logger *zap.Logger, shards []*shard.Shard) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(shards))
+	for i, s := range shards {
+		wg.Go(func() { errs[i] = s.WaitLoaded(ctx) })
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	failed := 0
+	for p, err := range errs {
+		if err != nil {
+			failed++
+			logger.Error("state partition failed to load; its keys answer COORDINATOR_NOT_AVAILABLE",
+				zap.Int("partition", p), zap.Error(err))
+		}
+	}
+	logger.Info("state partitions loaded", zap.Int("partitions", len(shards)), zap.Int("failed", failed),
+		zap.Duration("took", time.Since(start)))
+}
+
+// closeShards closes every shard in parallel: each commits what it accepted and closes its log.
+func closeShards(logger *zap.Logger, shards []*shard.Shard) {
+	var wg sync.WaitGroup
+	for p, s := range shards {
+		wg.Go(func() {
+			if err := s.Close(); err != nil {
+				logger.Error("close state partition", zap.Int("partition", p), zap.Error(err))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// logEffectiveConfig logs, once, the configuration the server runs with (secrets masked).
+func logEffectiveConfig(logger *zap.Logger, f *serveFlags, cfg *groupcfg.Manager) {
+	version := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+	}
+	entries := cfg.Effective()
+	fields := make([]zap.Field, 0, len(entries))
+	for _, en := range entries {
+		v := en.Value + " (" + en.Source.String()
+		if en.Origin != "" {
+			v += ", " + en.Origin
+		}
+		fields = append(fields, zap.String(en.Name, v+")"))
+	}
+	logger.Info("starting coordinatord",
+		zap.String("version", version),
+		zap.Int32("node_id", f.nodeID),
+		zap.String("listen", f.listen),
+		zap.String("metrics_listen", f.metricsListen),
+		zap.String("data_dir", f.dataDir),
+		zap.String("config_file", f.configFile),
+		zap.Dict("config", fields...))
+}
+
+// advertisedAddr returns the host and port FindCoordinator answers with.
+func advertisedAddr(flag string, listen net.Addr) (string, int32, error) {
+	hostport := flag
+	if hostport == "" {
+		hostport = listen.String()
+	}
+	host, portText, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", 0, fmt.Errorf("--advertised-listen %q: want HOST:PORT: %w", flag, err)
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("--advertised-listen %q: port %q is not a port number", flag, portText)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if host, err = os.Hostname(); err != nil {
+			return "", 0, fmt.Errorf("listening on all interfaces and the host name is unknown (%w): set --advertised-listen", err)
+		}
+	}
+	return host, int32(port), nil
+}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
+)
+
+// logDirPrefix names a state partition's log directory inside the data directory.
+const logDirPrefix = "__share_group_state-"
+
+// args wraps a positional-argument check so its failures count as usage errors (exit 2).
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+func newDumpLogCommand(e env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "dump-log DIR_OR_SEGMENT",
+		Short: "Print every record of a state log as one JSON object per line",
+		Long: "dump-log decodes share-group state records (Kafka's __share_group_state layout) and prints\n" +
+			"one JSON object per record: offset, type (snapshot, update, tombstone), group, topic_id,\n" +
+			"partition and the decoded value. The argument is a partition log directory\n" +
+			"(DATA_DIR/" + logDirPrefix + "N), a single segment file, or a whole data directory (every\n" +
+			"partition in order, each line then also carries state_partition). It only reads, so it is\n" +
+			"safe on a running server's data (a record being written may be left out).",
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, a []string) error {
+			return dumpLog(e, a[0])
+		},
+	}
+}
+
+// dumpRecord is one line of dump-log output.
+type dumpRecord struct {
+	StatePartition *int   `json:"state_partition,omitempty"`
+	Offset         int64  `json:"offset"`
+	Type           string `json:"type"`
+	Group          string `json:"group,omitempty"`
+	TopicID        string `json:"topic_id,omitempty"`
+	Partition      *int32 `json:"partition,omitempty"`
+	Value          any    `json:"value,omitempty"`
+	Error          string `json:"error,omitempty"`
+}
+
+type dumpBatch struct {
+	FirstOffset   int64 `json:"first_offset"`
+	LastOffset    int64 `json:"last_offset"`
+	DeliveryState int8  `json:"delivery_state"`
+	DeliveryCount int16 `json:"delivery_count"`
+}
+
+type dumpSnapshot struct {
+	SnapshotEpoch         int32       `json:"snapshot_epoch"`
+	StateEpoch            int32       `json:"state_epoch"`
+	LeaderEpoch           int32       `json:"leader_epoch"`
+	StartOffset           int64       `json:"start_offset"`
+	CreateTimestamp       int64       `json:"create_timestamp"`
+	WriteTimestamp        int64       `json:"write_timestamp"`
+	DeliveryCompleteCount int32       `json:"delivery_complete_count"`
+	StateBatches          []dumpBatch `json:"state_batches"`
+}
+
+type dumpUpdate struct {
+	SnapshotEpoch         int32       `json:"snapshot_epoch"`
+	LeaderEpoch           int32       `json:"leader_epoch"`
+	StartOffset           int64       `json:"start_offset"`
+	DeliveryCompleteCount int32       `json:"delivery_complete_count"`
+	StateBatches          []dumpBatch `json:"state_batches"`
+}
+
+func dumpBatches(in []shard.StateBatch) []dumpBatch {
+	out := make([]dumpBatch, len(in))
+	for i, b := range in {
+		out[i] = dumpBatch{b.FirstOffset, b.LastOffset, b.DeliveryState, b.DeliveryCount}
+	}
+	return out
+}
+
+// dumpLog prints every record under path. Records that do not decode are printed with an error
+// and make the command fail at the end; log corruption stops it at once.
+func dumpLog(e env, path string) error {
+	logger, err := newLogger(e.stderr, "warn")
+	if err != nil {
+		return err
+	}
+	out := bufio.NewWriterSize(e.stdout, 64<<10)
+	defer out.Flush()
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+
+	partitions, err := partitionDirs(path)
+	if err != nil {
+		return err
+	}
+	bad := 0
+	dumpOne := func(dir string, sp *int) error {
+		return statelog.Scan(logger, dir, statelog.Options{}, func(offset int64, b []byte) error {
+			line := decodeForDump(offset, b)
+			line.StatePartition = sp
+			if line.Error != "" {
+				bad++
+			}
+			return enc.Encode(line)
+		})
+	}
+	if partitions == nil {
+		err = dumpOne(path, nil)
+	} else {
+		for _, p := range partitions {
+			sp := p
+			if err = dumpOne(filepath.Join(path, logDirPrefix+strconv.Itoa(p)), &sp); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("dump %s: %w", path, err)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d records could not be decoded (see their \"error\" field)", bad)
+	}
+	return nil
+}
+
+// partitionDirs lists the state partitions of a data directory in order, or returns nil when path
+// is not a data directory (a partition log directory or a segment file).
+func partitionDirs(path string) ([]int, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var ps []int
+	for _, en := range entries {
+		if !en.IsDir() || !strings.HasPrefix(en.Name(), logDirPrefix) {
+			continue
+		}
+		p, err := strconv.Atoi(strings.TrimPrefix(en.Name(), logDirPrefix))
+		if err == nil && p >= 0 {
+			ps = append(ps, p)
+		}
+	}
+	sort.Ints(ps)
+	return ps, nil
+}
+
+func decodeForDump(offset int64, b []byte) dumpRecord {
+	line := dumpRecord{Offset: offset}
+	r, err := shard.DecodeRecord(b)
+	if err != nil {
+		line.Type = "unknown"
+		if errors.Is(err, shard.ErrUnknownRecordType) {
+			line.Type = r.Type.String()
+		}
+		line.Error = err.Error()
+		return line
+	}
+	line.Group = r.Key.GroupID
+	line.TopicID = r.Key.TopicID.String()
+	line.Partition = &r.Key.Partition
+	switch {
+	case r.Tombstone:
+		line.Type = "tombstone"
+	case r.Snapshot != nil:
+		line.Type = "snapshot"
+		v := r.Snapshot
+		line.Value = dumpSnapshot{v.SnapshotEpoch, v.StateEpoch, v.LeaderEpoch, v.StartOffset,
+			v.CreateTimestamp, v.WriteTimestamp, v.DeliveryCompleteCount, dumpBatches(v.StateBatches)}
+	case r.Update != nil:
+		line.Type = "update"
+		v := r.Update
+		line.Value = dumpUpdate{v.SnapshotEpoch, v.LeaderEpoch, v.StartOffset, v.DeliveryCompleteCount, dumpBatches(v.StateBatches)}
+	}
+	return line
+}
+
+func newCheckConfigCommand(e env) *cobra.Command {
+	var src groupcfg.Sources
+	cmd := &cobra.Command{
+		Use:   "check-config",
+		Short: "Report every configuration problem a start would hit, without starting",
+		Long: "check-config resolves the broker configuration exactly as the server does (properties file,\n" +
+			"COORDINATORD_* environment, --override; same precedence) and prints every problem, one per\n" +
+			"line, naming the key, the value, the allowed range and the fix. Run it before an upgrade:\n" +
+			"share.coordinator.snapshot.update.records.per.snapshot must now be in [200, 1000].\n" +
+			"Exit status 0 when the configuration would start, 2 otherwise.",
+		Args: args(cobra.NoArgs),
+		RunE: func(_ *cobra.Command, _ []string) error {
+			src.Env = e.environ
+			problems := groupcfg.CheckStatic(src)
+			for _, p := range problems {
+				fmt.Fprintln(e.stdout, p.String())
+			}
+			if len(problems) > 0 {
+				return badConfig(fmt.Errorf("%d configuration problem(s): the server would refuse to start", len(problems)))
+			}
+			fmt.Fprintln(e.stdout, "configuration OK")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&src.File, "config", "", "the properties file to check")
+	cmd.Flags().StringArrayVar(&src.Overrides, "override", nil, "a KEY=VALUE override, as given to the server (repeatable)")
+	return cmd
+}
+
+func newRepairLogCommand(e env) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "repair-log DIR",
+		Short: "Truncate a corrupted state log at the corruption point (asks for --yes)",
+		Long: "repair-log checks the partition log in DIR (DATA_DIR/" + logDirPrefix + "N). Without --yes it only\n" +
+			"reports the corruption and what a repair would drop. With --yes it truncates the damaged\n" +
+			"segment at the corruption point, deletes every later segment, and prints exactly what was\n" +
+			"dropped. Records after the corruption point are lost: take a copy of DIR first. Run it only\n" +
+			"while the server is stopped.",
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, a []string) error {
+			return repairLog(e, a[0], yes)
+		},
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "really truncate (without it, only report)")
+	return cmd
+}
+
+func repairLog(e env, dir string, yes bool) error {
+	logger, err := newLogger(e.stderr, "warn")
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return usageError{fmt.Errorf("%s is not a partition log directory", dir)}
+	}
+	if !yes {
+		records := 0
+		err := statelog.Scan(logger, dir, statelog.Options{}, func(int64, []byte) error { records++; return nil })
+		var ce *statelog.CorruptionError
+		switch {
+		case errors.As(err, &ce):
+			fmt.Fprintf(e.stdout, "corruption: %v\n", ce)
+			fmt.Fprintf(e.stdout, "a repair would truncate %s at byte %d and delete every later segment; %d records before it are intact\n",
+				ce.Segment, ce.Offset, records)
+			fmt.Fprintln(e.stdout, "run again with --yes to repair (take a copy of the directory first)")
+			return &exitError{code: exitFailure, err: errors.New("log is corrupted; nothing changed")}
+		case err != nil:
+			return err
+		}
+		fmt.Fprintf(e.stdout, "no corruption found in %s (%d records); nothing to repair\n", dir, records)
+		return nil
+	}
+	report, err := statelog.Repair(logger.WithOptions(zap.IncreaseLevel(zap.InfoLevel)), dir, statelog.Options{})
+	if err != nil {
+		return fmt.Errorf("repair %s: %w", dir, err)
+	}
+	if len(report.Corruptions) == 0 && !report.StartOffsetReset {
+		fmt.Fprintf(e.stdout, "no corruption found in %s; nothing changed\n", dir)
+		return nil
+	}
+	for _, c := range report.Corruptions {
+		fmt.Fprintf(e.stdout, "corruption: %v\n", c)
+	}
+	if report.TruncatedSegment != "" {
+		fmt.Fprintf(e.stdout, "truncated %s to %d bytes\n", report.TruncatedSegment, report.TruncatedAt)
+	}
+	for _, s := range report.DeletedSegments {
+		fmt.Fprintf(e.stdout, "deleted segment %s\n", s)
+	}
+	if report.DroppedBytes > 0 {
+		fmt.Fprintf(e.stdout, "dropped %d bytes: every record from offset %d on is gone\n", report.DroppedBytes, report.DroppedFromOffset)
+	}
+	if report.StartOffsetReset {
+		fmt.Fprintf(e.stdout, "log-start offset reset from %d to %d\n", report.OldStartOffset, report.NewStartOffset)
+	}
+	return nil
+}
