@@ -5,7 +5,7 @@ FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: all build test vet race unit bench fuzz fmt proto proto-check
+.PHONY: all build test vet race unit bench fuzz fmt proto proto-check deploy-check deploy-e2e deploy-generate
 
 # Pinned code generators: `make proto` installs exactly these into bin/tools.
 PROTOC_GEN_GO_VERSION      := v1.36.12
@@ -58,3 +58,16 @@ proto:
 ## proto-check: fail if the committed generated code differs from what `make proto` produces.
 proto-check: proto
 	@git diff --exit-code -- proto/ || { echo "generated code in proto/ is stale: run make proto and commit"; exit 1; }
+
+## deploy-check: validate Dockerfile, kustomize manifests, alerts and dashboard without a cluster.
+deploy-check:
+	bash deploy/check.sh
+
+## deploy-e2e: a real Prometheus scrapes a running coordinatord under load; every dashboard query
+## and alert expression must return data.
+deploy-e2e:
+	bash deploy/e2e-prometheus.sh
+
+## deploy-generate: regenerate deploy/monitoring/prometheusrule.yaml from alerts.yaml.
+deploy-generate:
+	cd deploy && $(GO) generate ./...

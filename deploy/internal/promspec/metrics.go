@@ -1,0 +1,68 @@
+package promspec
+
+import "strings"
+
+// Family kinds of ExportedKind.
+const (
+	Counter   = "counter"
+	Gauge     = "gauge"
+	Histogram = "histogram"
+)
+
+// ExportedKind returns the kind of the metric family that a coordinatord server exports under
+// family (its name as registered: a histogram without _bucket, _sum or _count), or "" if the
+// server exports no such family. The list is the server's documented metrics (the README's
+// metrics table), plus go-grpc-middleware's server metrics; the Go and process collectors are
+// accepted by their go_ and process_ prefixes.
+func ExportedKind(family string) string {
+	switch family {
+	case "sharecoord_records_appended_total",
+		"sharecoord_record_bytes_appended_total",
+		"sharecoord_group_records_appended_total",
+		"sharecoord_state_operations_total",
+		"sharecoord_state_log_appended_bytes_total",
+		"sharecoord_state_log_appended_records_total",
+		"sharecoord_state_log_torn_tail_truncations_total",
+		"sharecoord_state_log_corruptions_total",
+		"grpc_server_started_total",
+		"grpc_server_handled_total",
+		"grpc_server_msg_received_total",
+		"grpc_server_msg_sent_total":
+		return Counter
+	case "sharecoord_state_log_size_bytes",
+		"sharecoord_state_log_start_offset",
+		"sharecoord_state_log_end_offset",
+		"sharecoord_last_pruned_offset",
+		"sharecoord_partition_load_seconds",
+		"sharecoord_share_partitions",
+		"sharecoord_partition_status",
+		"sharecoord_group_config_clamped",
+		"sharecoord_state_log_segments":
+		return Gauge
+	case "sharecoord_write_latency_seconds",
+		"sharecoord_fsync_duration_seconds",
+		"sharecoord_commit_batch_records",
+		"grpc_server_handling_seconds":
+		return Histogram
+	}
+	return ""
+}
+
+// KnownSeriesName reports whether name is a series name that Prometheus holds for a
+// coordinatord target: a counter or gauge family, a histogram family with its _bucket, _sum or
+// _count suffix, a go_ or process_ collector metric, or the scrape's own up.
+func KnownSeriesName(name string) bool {
+	if name == "up" || strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
+		return true
+	}
+	switch ExportedKind(name) {
+	case Counter, Gauge:
+		return true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if family, ok := strings.CutSuffix(name, suffix); ok && ExportedKind(family) == Histogram {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,503 @@
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/magiconair/properties"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// What the deployment promises; the checks below hold the manifests to it.
+const (
+	dataDir          = "/var/lib/coordinatord"
+	grpcPort         = 7070
+	metricsPort      = 7071
+	propertiesKey    = "coordinatord.properties"
+	drainKey         = "shutdown.drain.timeout.ms"
+	defaultDrain     = 20 * time.Second // built-in default of shutdown.drain.timeout.ms
+	drainMargin      = 10 * time.Second // left after the drain to flush and close the state logs
+	minStartupBudget = 30 * time.Minute // replay of large state logs
+	envPrefix        = "COORDINATORD_"
+)
+
+// check is one property of a rendered deployment.
+type check struct {
+	name string
+	fn   func(*manifests) error
+}
+
+// workloadChecks hold for the base and for every overlay.
+func workloadChecks() []check {
+	return []check{
+		{"single replica", checkReplicas},
+		{"data dir on the volume claim", checkDataDir},
+		{"listen ports are container ports", checkListenPorts},
+		{"advertised address is the pod's DNS name", checkAdvertisedListen},
+		{"config file from the ConfigMap", checkConfigFile},
+		{"probes", checkProbes},
+		{"services", checkServices},
+		{"security context", checkSecurity},
+		{"resources", checkResources},
+		{"termination grace above drain", checkTerminationGrace},
+		{"disruption budget", checkDisruptionBudget},
+	}
+}
+
+func statefulSetContainer(m *manifests) (*appsv1.StatefulSet, *corev1.Container, commandLine, error) {
+	sts, err := m.statefulSet()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := coordinatordContainer(sts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(c.Command) == 0 {
+		return nil, nil, nil, errors.New("container command is not set: the flags checked here would not be the ones run")
+	}
+	flags, err := parseCommandLine(append(slices.Clone(c.Command[1:]), c.Args...))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("container command line: %w", err)
+	}
+	return sts, c, flags, nil
+}
+
+// checkReplicas: every process owns every state partition today, so two replicas would diverge.
+func checkReplicas(m *manifests) error {
+	sts, err := m.statefulSet()
+	if err != nil {
+		return err
+	}
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 1 {
+		return fmt.Errorf("replicas = %v, want 1", sts.Spec.Replicas)
+	}
+	return nil
+}
+
+// checkDataDir: --data-dir is the mount path of a volume claim template.
+func checkDataDir(m *manifests) error {
+	sts, c, flags, err := statefulSetContainer(m)
+	if err != nil {
+		return err
+	}
+	dir, err := flags.one("data-dir")
+	if err != nil {
+		return err
+	}
+	if dir != dataDir {
+		return fmt.Errorf("--data-dir = %q, want %q (the image's volume)", dir, dataDir)
+	}
+	for _, vm := range c.VolumeMounts {
+		if path.Clean(vm.MountPath) != path.Clean(dir) {
+			continue
+		}
+		if vm.ReadOnly || vm.SubPath != "" {
+			return fmt.Errorf("data volume %q is mounted read-only or with a subPath", vm.Name)
+		}
+		for _, pvc := range sts.Spec.VolumeClaimTemplates {
+			if pvc.Name != vm.Name {
+				continue
+			}
+			if !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteOnce) {
+				return fmt.Errorf("volume claim %q access modes %v lack ReadWriteOnce", pvc.Name, pvc.Spec.AccessModes)
+			}
+			if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; !ok || q.IsZero() {
+				return fmt.Errorf("volume claim %q requests no storage", pvc.Name)
+			}
+			return nil
+		}
+		return fmt.Errorf("--data-dir %s is mounted from %q, which is not a volume claim template", dir, vm.Name)
+	}
+	return fmt.Errorf("--data-dir %s is not a volume mount", dir)
+}
+
+// checkListenPorts: --listen and --metrics-listen bind all interfaces on the named container ports.
+func checkListenPorts(m *manifests) error {
+	_, c, flags, err := statefulSetContainer(m)
+	if err != nil {
+		return err
+	}
+	for _, l := range []struct {
+		flag, portName string
+		port           int32
+	}{{"listen", "grpc", grpcPort}, {"metrics-listen", "metrics", metricsPort}} {
+		addr, err := flags.one(l.flag)
+		if err != nil {
+			return err
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("--%s=%s: %w", l.flag, addr, err)
+		}
+		if host != "0.0.0.0" && host != "" {
+			return fmt.Errorf("--%s=%s: kubelet probes and Services need all interfaces", l.flag, addr)
+		}
+		cp, ok := containerPortByName(c, l.portName)
+		if !ok {
+			return fmt.Errorf("no container port named %q", l.portName)
+		}
+		if strconv.Itoa(int(cp.ContainerPort)) != port || cp.ContainerPort != l.port {
+			return fmt.Errorf("--%s=%s but container port %q is %d (want %d)", l.flag, addr, l.portName, cp.ContainerPort, l.port)
+		}
+	}
+	return nil
+}
+
+// checkAdvertisedListen: FindCoordinator must answer with a name clients can resolve, the
+// pod's name in the StatefulSet's headless Service, on the gRPC port.
+func checkAdvertisedListen(m *manifests) error {
+	sts, c, flags, err := statefulSetContainer(m)
+	if err != nil {
+		return err
+	}
+	got, err := flags.one("advertised-listen")
+	if err != nil {
+		return err
+	}
+	want := fmt.Sprintf("$(POD_NAME).%s.$(POD_NAMESPACE).svc:%d", sts.Spec.ServiceName, grpcPort)
+	if got != want {
+		return fmt.Errorf("--advertised-listen=%s, want %s", got, want)
+	}
+	for name, field := range map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"} {
+		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+		if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != field {
+			return fmt.Errorf("env %s must come from the field %s", name, field)
+		}
+	}
+	return nil
+}
+
+func containerPortByName(c *corev1.Container, name string) (corev1.ContainerPort, bool) {
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return corev1.ContainerPort{}, false
+}
+
+// resolvePort returns the container port number that p (a number or a port name) refers to.
+func resolvePort(c *corev1.Container, p intstr.IntOrString) (int32, error) {
+	if p.Type == intstr.String {
+		cp, ok := containerPortByName(c, p.StrVal)
+		if !ok {
+			return 0, fmt.Errorf("port name %q is not a container port", p.StrVal)
+		}
+		return cp.ContainerPort, nil
+	}
+	for _, cp := range c.Ports {
+		if cp.ContainerPort == p.IntVal {
+			return cp.ContainerPort, nil
+		}
+	}
+	return 0, fmt.Errorf("port %d is not a container port", p.IntVal)
+}
+
+// checkConfigFile: --config names the properties file of a rendered ConfigMap, mounted read-only.
+func checkConfigFile(m *manifests) error {
+	_, err := configProperties(m)
+	return err
+}
+
+// configProperties returns the properties file that --config names, read from its ConfigMap.
+func configProperties(m *manifests) (*properties.Properties, error) {
+	sts, c, flags, err := statefulSetContainer(m)
+	if err != nil {
+		return nil, err
+	}
+	file, err := flags.one("config")
+	if err != nil {
+		return nil, err
+	}
+	dir, key := path.Split(file)
+	for _, vm := range c.VolumeMounts {
+		if path.Clean(vm.MountPath) != path.Clean(dir) {
+			continue
+		}
+		if !vm.ReadOnly {
+			return nil, fmt.Errorf("config volume %q is writable", vm.Name)
+		}
+		for _, v := range sts.Spec.Template.Spec.Volumes {
+			if v.Name != vm.Name || v.ConfigMap == nil {
+				continue
+			}
+			cm, err := m.configMap(v.ConfigMap.Name)
+			if err != nil {
+				return nil, err
+			}
+			text, ok := cm.Data[key]
+			if !ok {
+				return nil, fmt.Errorf("ConfigMap %s has no key %q for --config=%s", cm.Name, key, file)
+			}
+			p, err := properties.LoadString(text)
+			if err != nil {
+				return nil, fmt.Errorf("ConfigMap %s key %s: %w", cm.Name, key, err)
+			}
+			return p, nil
+		}
+		return nil, fmt.Errorf("--config=%s: volume %q is not a ConfigMap volume", file, vm.Name)
+	}
+	return nil, fmt.Errorf("--config=%s is not under a volume mount", file)
+}
+
+// drainTimeout resolves shutdown.drain.timeout.ms as the server does: --override, then the
+// COORDINATORD_ environment variable, then the properties file, then the built-in default.
+func drainTimeout(m *manifests) (time.Duration, error) {
+	_, c, flags, err := statefulSetContainer(m)
+	if err != nil {
+		return 0, err
+	}
+	p, err := configProperties(m)
+	if err != nil {
+		return 0, err
+	}
+	value, source := "", "default"
+	if v, ok := p.Get(drainKey); ok {
+		value, source = v, "properties file"
+	}
+	envName := envPrefix + strings.ToUpper(strings.ReplaceAll(drainKey, ".", "_"))
+	for _, e := range c.Env {
+		if e.Name == envName {
+			if e.ValueFrom != nil {
+				return 0, fmt.Errorf("%s comes from %v: its value cannot be checked", envName, e.ValueFrom)
+			}
+			value, source = e.Value, "environment"
+		}
+	}
+	for _, o := range flags["override"] {
+		if k, v, ok := strings.Cut(o, "="); ok && strings.TrimSpace(k) == drainKey {
+			value, source = v, "--override"
+		}
+	}
+	if source == "default" {
+		return defaultDrain, nil
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+	if err != nil || ms < 0 {
+		return 0, fmt.Errorf("%s=%q (from the %s) is not a non-negative whole number", drainKey, value, source)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// checkTerminationGrace: the kubelet waits long enough for the drain and the close after it.
+func checkTerminationGrace(m *manifests) error {
+	sts, err := m.statefulSet()
+	if err != nil {
+		return err
+	}
+	drain, err := drainTimeout(m)
+	if err != nil {
+		return err
+	}
+	g := sts.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if g == nil {
+		return errors.New("terminationGracePeriodSeconds is not set (the default 30 s is not derived from the drain)")
+	}
+	if grace := time.Duration(*g) * time.Second; grace < drain+drainMargin {
+		return fmt.Errorf("terminationGracePeriodSeconds %v < %s %v + %v to close the logs", grace, drainKey, drain, drainMargin)
+	}
+	return nil
+}
+
+// checkProbes: startup waits long enough for a replay, readiness is the gRPC health service,
+// liveness is /healthz; every probe targets a real container port.
+func checkProbes(m *manifests) error {
+	_, c, _, err := statefulSetContainer(m)
+	if err != nil {
+		return err
+	}
+	sp, rp, lp := c.StartupProbe, c.ReadinessProbe, c.LivenessProbe
+	if sp == nil || rp == nil || lp == nil {
+		return errors.New("startup, readiness and liveness probes must all be set")
+	}
+	for name, p := range map[string]*corev1.Probe{"startup": sp, "readiness": rp, "liveness": lp} {
+		if err := checkProbeTarget(c, p); err != nil {
+			return fmt.Errorf("%s probe: %w", name, err)
+		}
+	}
+	if budget := time.Duration(sp.FailureThreshold*sp.PeriodSeconds) * time.Second; budget < minStartupBudget {
+		return fmt.Errorf("startup probe allows %v (failureThreshold × periodSeconds), want at least %v for a long replay", budget, minStartupBudget)
+	}
+	// The startup probe must not require every partition to be healthy: a partition with a
+	// damaged log stays failed while the others serve, and /readyz would restart the pod forever.
+	if sp.GRPC == nil || sp.GRPC.Port != grpcPort || sp.GRPC.Service == nil || *sp.GRPC.Service != "" {
+		return fmt.Errorf("startup probe must be gRPC health on port %d for the overall service \"\" (SERVING once every partition finished loading)", grpcPort)
+	}
+	if rp.GRPC == nil || rp.GRPC.Port != grpcPort || rp.GRPC.Service == nil || *rp.GRPC.Service != "" {
+		return fmt.Errorf("readiness probe must be gRPC health on port %d for the overall service \"\"", grpcPort)
+	}
+	if lp.HTTPGet == nil || lp.HTTPGet.Path != "/healthz" {
+		return errors.New("liveness probe must be GET /healthz")
+	}
+	if port, _ := resolvePort(c, lp.HTTPGet.Port); port != metricsPort {
+		return fmt.Errorf("liveness probe targets port %d, want the metrics port %d", port, metricsPort)
+	}
+	return nil
+}
+
+func checkProbeTarget(c *corev1.Container, p *corev1.Probe) error {
+	switch {
+	case p.GRPC != nil:
+		port, err := resolvePort(c, intstr.FromInt32(p.GRPC.Port))
+		if err == nil && port != grpcPort {
+			err = fmt.Errorf("gRPC probe on port %d, which is not the gRPC port %d", port, grpcPort)
+		}
+		return err
+	case p.HTTPGet != nil:
+		port, err := resolvePort(c, p.HTTPGet.Port)
+		if err == nil && port != metricsPort {
+			err = fmt.Errorf("HTTP probe on port %d, which is not the metrics port %d", port, metricsPort)
+		}
+		return err
+	default:
+		return errors.New("neither a gRPC nor an HTTP probe")
+	}
+}
+
+// checkServices: the StatefulSet's governing Service is headless; every Service selects the pods
+// and targets real container ports; the client Service has the named ports of the API.
+func checkServices(m *manifests) error {
+	sts, c, _, err := statefulSetContainer(m)
+	if err != nil {
+		return err
+	}
+	pods := labels.Set(sts.Spec.Template.Labels)
+	sel, err := labelSelector(sts.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	if !sel.Matches(pods) {
+		return fmt.Errorf("StatefulSet selector %v does not match its pod labels %v", sel, pods)
+	}
+	headless, err := m.service(sts.Spec.ServiceName)
+	if err != nil {
+		return fmt.Errorf("serviceName: %w", err)
+	}
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone {
+		return fmt.Errorf("Service %s governs the StatefulSet but is not headless", headless.Name)
+	}
+	clients := 0
+	for _, s := range m.services {
+		if len(s.Spec.Selector) == 0 || !labels.SelectorFromSet(s.Spec.Selector).Matches(pods) {
+			return fmt.Errorf("Service %s selector %v does not select the pods %v", s.Name, s.Spec.Selector, pods)
+		}
+		names := map[string]int32{}
+		for _, p := range s.Spec.Ports {
+			target, err := resolvePort(c, p.TargetPort)
+			if err != nil {
+				return fmt.Errorf("Service %s port %s: %w", s.Name, p.Name, err)
+			}
+			if target != p.Port {
+				return fmt.Errorf("Service %s port %s is %d but targets %d", s.Name, p.Name, p.Port, target)
+			}
+			names[p.Name] = p.Port
+		}
+		if s.Spec.ClusterIP != corev1.ClusterIPNone {
+			clients++
+			if names["grpc"] != grpcPort || names["metrics"] != metricsPort {
+				return fmt.Errorf("client Service %s ports %v, want grpc %d and metrics %d", s.Name, names, grpcPort, metricsPort)
+			}
+		}
+	}
+	if clients != 1 {
+		return fmt.Errorf("%d client Services, want 1", clients)
+	}
+	return nil
+}
+
+// checkSecurity: non-root, read-only root filesystem, no capabilities, RuntimeDefault seccomp.
+func checkSecurity(m *manifests) error {
+	sts, c, _, err := statefulSetContainer(m)
+	if err != nil {
+		return err
+	}
+	pod, sc := sts.Spec.Template.Spec.SecurityContext, c.SecurityContext
+	if pod == nil || sc == nil {
+		return errors.New("pod and container securityContext must be set")
+	}
+	if !isTrue(pod.RunAsNonRoot) && !isTrue(sc.RunAsNonRoot) {
+		return errors.New("runAsNonRoot is not set")
+	}
+	for _, uid := range []*int64{pod.RunAsUser, sc.RunAsUser} {
+		if uid != nil && *uid == 0 {
+			return errors.New("runAsUser is 0")
+		}
+	}
+	if !isTrue(sc.ReadOnlyRootFilesystem) {
+		return errors.New("readOnlyRootFilesystem is not true")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		return errors.New("allowPrivilegeEscalation is not false")
+	}
+	if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) != 0 {
+		return errors.New("capabilities must drop ALL and add none")
+	}
+	seccomp := pod.SeccompProfile
+	if sc.SeccompProfile != nil {
+		seccomp = sc.SeccompProfile
+	}
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		return errors.New("seccompProfile is not RuntimeDefault")
+	}
+	if pod.FSGroup == nil {
+		return errors.New("fsGroup is not set: a fresh volume would not be writable by the non-root user")
+	}
+	return nil
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// checkResources: requests for scheduling and a memory limit.
+func checkResources(m *manifests) error {
+	_, c, _, err := statefulSetContainer(m)
+	if err != nil {
+		return err
+	}
+	r := c.Resources
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := r.Requests[name]; !ok || q.IsZero() {
+			return fmt.Errorf("no %s request", name)
+		}
+	}
+	limit, ok := r.Limits[corev1.ResourceMemory]
+	if !ok {
+		return errors.New("no memory limit")
+	}
+	if limit.Cmp(r.Requests[corev1.ResourceMemory]) < 0 {
+		return fmt.Errorf("memory limit %v below its request %v", limit.String(), r.Requests.Memory().String())
+	}
+	return nil
+}
+
+// checkDisruptionBudget: one budget that selects the pods.
+func checkDisruptionBudget(m *manifests) error {
+	sts, err := m.statefulSet()
+	if err != nil {
+		return err
+	}
+	if len(m.budgets) != 1 {
+		return fmt.Errorf("%d PodDisruptionBudgets, want 1", len(m.budgets))
+	}
+	pdb := m.budgets[0]
+	sel, err := labelSelector(pdb.Spec.Selector)
+	if err != nil {
+		return fmt.Errorf("PodDisruptionBudget %s: %w", pdb.Name, err)
+	}
+	if !sel.Matches(labels.Set(sts.Spec.Template.Labels)) {
+		return fmt.Errorf("PodDisruptionBudget %s selector does not match the pods", pdb.Name)
+	}
+	if pdb.Spec.MaxUnavailable == nil && pdb.Spec.MinAvailable == nil {
+		return fmt.Errorf("PodDisruptionBudget %s sets neither maxUnavailable nor minAvailable", pdb.Name)
+	}
+	return nil
+}
