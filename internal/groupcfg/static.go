@@ -137,6 +137,9 @@ func loadStatic(sch *schema, src Sources) (*Static, []Problem) {
 		}
 		origin := "environment " + name
 		i, ok := sch.env[name]
+		if !ok && isServiceLink(name) {
+			continue // injected by Kubernetes for a Service named coordinatord, not a setting
+		}
 		if !ok {
 			problems = append(problems, Problem{Key: name, Value: text, Source: origin, Message: unknownEnv(sch, name)})
 			continue
@@ -213,4 +216,14 @@ func unknownEnv(sch *schema, name string) string {
 	}
 	return fmt.Sprintf("unknown environment variable %s: every %s* variable must name a broker config (%s = key upper-cased, dots as underscores); unset it or fix its name",
 		name, EnvPrefix, EnvPrefix)
+}
+
+// isServiceLink reports whether name is one of the variables Kubernetes injects into every pod
+// for a Service named "coordinatord" in its namespace (COORDINATORD_SERVICE_HOST,
+// COORDINATORD_SERVICE_PORT[_NAME], COORDINATORD_PORT[_7070_TCP[_PROTO|_PORT|_ADDR]]). No config key
+// upper-cases to these names, so they are skipped instead of refusing to start.
+func isServiceLink(name string) bool {
+	rest := strings.TrimPrefix(name, EnvPrefix)
+	return rest == "SERVICE_HOST" || rest == "SERVICE_PORT" || strings.HasPrefix(rest, "SERVICE_PORT_") ||
+		rest == "PORT" || strings.HasPrefix(rest, "PORT_")
 }

@@ -158,6 +158,13 @@ func TestStaticInputProblems(t *testing.T) {
 		{"group key in env", Sources{Env: []string{"COORDINATORD_SHARE_RENEW_ACKNOWLEDGE_ENABLE=false"}},
 			[]string{"names the group config share.renew.acknowledge.enable"}},
 		{"other env ignored", Sources{Env: []string{"HOME=/root", "COORDINATOR_X=1"}}, nil},
+		{"kubernetes service links ignored", Sources{Env: []string{
+			"COORDINATORD_SERVICE_HOST=10.0.0.7", "COORDINATORD_SERVICE_PORT=7070", "COORDINATORD_SERVICE_PORT_GRPC=7070",
+			"COORDINATORD_PORT=tcp://10.0.0.7:7070", "COORDINATORD_PORT_7070_TCP=tcp://10.0.0.7:7070",
+			"COORDINATORD_PORT_7070_TCP_PROTO=tcp", "COORDINATORD_PORT_7070_TCP_PORT=7070", "COORDINATORD_PORT_7070_TCP_ADDR=10.0.0.7",
+		}}, nil},
+		{"near a service link is still unknown", Sources{Env: []string{"COORDINATORD_SERVICES=1"}},
+			[]string{"unknown environment variable COORDINATORD_SERVICES"}},
 		{"override without =", Sources{Overrides: []string{"share.coordinator.write.timeout.ms"}}, []string{"is not KEY=VALUE"}},
 		{"override empty key", Sources{Overrides: []string{"=5"}}, []string{"is not KEY=VALUE"}},
 		{"unknown override", Sources{Overrides: []string{"listen=1"}}, []string{"unknown config listen"}},
