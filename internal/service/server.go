@@ -173,39 +173,23 @@ func codeToLevel(c codes.Code) logging.Level {
 // warnings and errors.
 func sampledBelowWarn(l *zap.Logger) *zap.Logger {
 	return l.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
-		low := zapcore.NewSamplerWithOptions(levelBelow{core, zapcore.WarnLevel}, time.Second, 100, 100)
-		return zapcore.NewTee(low, levelAtLeast{core, zapcore.WarnLevel})
+		low := levelFilter{core, func(l zapcore.Level) bool { return l < zapcore.WarnLevel }}
+		high := levelFilter{core, func(l zapcore.Level) bool { return l >= zapcore.WarnLevel }}
+		return zapcore.NewTee(zapcore.NewSamplerWithOptions(low, time.Second, 100, 100), high)
 	}))
 }
 
-// levelBelow passes only entries below max to its core.
-type levelBelow struct {
+// levelFilter passes only the entries whose level keep accepts to its core.
+type levelFilter struct {
 	zapcore.Core
-	max zapcore.Level
+	keep func(zapcore.Level) bool
 }
 
-func (c levelBelow) Enabled(l zapcore.Level) bool { return l < c.max && c.Core.Enabled(l) }
-func (c levelBelow) With(f []zapcore.Field) zapcore.Core {
-	return levelBelow{c.Core.With(f), c.max}
+func (c levelFilter) Enabled(l zapcore.Level) bool { return c.keep(l) && c.Core.Enabled(l) }
+func (c levelFilter) With(f []zapcore.Field) zapcore.Core {
+	return levelFilter{c.Core.With(f), c.keep}
 }
-func (c levelBelow) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if !c.Enabled(e.Level) {
-		return ce
-	}
-	return c.Core.Check(e, ce)
-}
-
-// levelAtLeast passes only entries at or above min to its core.
-type levelAtLeast struct {
-	zapcore.Core
-	min zapcore.Level
-}
-
-func (c levelAtLeast) Enabled(l zapcore.Level) bool { return l >= c.min && c.Core.Enabled(l) }
-func (c levelAtLeast) With(f []zapcore.Field) zapcore.Core {
-	return levelAtLeast{c.Core.With(f), c.min}
-}
-func (c levelAtLeast) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+func (c levelFilter) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if !c.Enabled(e.Level) {
 		return ce
 	}

@@ -129,14 +129,21 @@ func partitionResult(partition int32, r shard.Result) *pb.PartitionResult {
 	return &pb.PartitionResult{Partition: partition, ErrorCode: code(r.Code), ErrorMessage: r.Message}
 }
 
-// topicResults groups per-partition results by topic, keeping request order.
+// byTopic groups per-partition results by topic, keeping request order: parts[i] are the results
+// of topics[i]'s partitions.
+func byTopic[T any, R any](topics []T, items []item, results []R) [][]R {
+	parts := make([][]R, len(topics))
+	for i, it := range items {
+		parts[it.topic] = append(parts[it.topic], results[i])
+	}
+	return parts
+}
+
+// topicResults builds the topic results of Initialize, Write and Delete.
 func topicResults[T interface{ GetTopicId() string }](topics []T, items []item, results []*pb.PartitionResult) []*pb.TopicResult {
 	out := make([]*pb.TopicResult, len(topics))
-	for i, t := range topics {
-		out[i] = &pb.TopicResult{TopicId: t.GetTopicId()}
-	}
-	for i, it := range items {
-		out[it.topic].Partitions = append(out[it.topic].Partitions, results[i])
+	for i, parts := range byTopic(topics, items, results) {
+		out[i] = &pb.TopicResult{TopicId: topics[i].GetTopicId(), Partitions: parts}
 	}
 	return out
 }
@@ -188,11 +195,8 @@ func (s *StateServer) ReadShareGroupState(ctx context.Context, req *pb.ReadShare
 		}
 	})
 	out := make([]*pb.ReadStateTopicResult, len(req.GetTopics()))
-	for i, t := range req.GetTopics() {
-		out[i] = &pb.ReadStateTopicResult{TopicId: t.GetTopicId()}
-	}
-	for i, it := range items {
-		out[it.topic].Partitions = append(out[it.topic].Partitions, results[i])
+	for i, parts := range byTopic(req.GetTopics(), items, results) {
+		out[i] = &pb.ReadStateTopicResult{TopicId: req.GetTopics()[i].GetTopicId(), Partitions: parts}
 	}
 	return &pb.ReadShareGroupStateResponse{Results: out}, nil
 }
@@ -285,11 +289,8 @@ func (s *StateServer) ReadShareGroupStateSummary(ctx context.Context, req *pb.Re
 		}
 	})
 	out := make([]*pb.ReadStateSummaryTopicResult, len(req.GetTopics()))
-	for i, t := range req.GetTopics() {
-		out[i] = &pb.ReadStateSummaryTopicResult{TopicId: t.GetTopicId()}
-	}
-	for i, it := range items {
-		out[it.topic].Partitions = append(out[it.topic].Partitions, results[i])
+	for i, parts := range byTopic(req.GetTopics(), items, results) {
+		out[i] = &pb.ReadStateSummaryTopicResult{TopicId: req.GetTopics()[i].GetTopicId(), Partitions: parts}
 	}
 	return &pb.ReadShareGroupStateSummaryResponse{Results: out}, nil
 }
