@@ -71,3 +71,26 @@ deploy-e2e:
 ## deploy-generate: regenerate deploy/monitoring/prometheusrule.yaml from alerts.yaml.
 deploy-generate:
 	cd deploy && $(GO) generate ./...
+
+# ---- reliability (docs/reliability.md) ----
+.PHONY: crashtest soak fuzz-long
+
+CRASH_ROUNDS ?= 20
+
+## crashtest: the crash suite alone: the real binary killed (SIGKILL) and stopped (SIGTERM) at random
+## moments under a concurrent workload, CRASH_ROUNDS rounds each, every key checked after each restart.
+crashtest:
+	$(GO) test -count=1 -v -timeout 30m -run '^TestCrashRecovery$$' ./cmd/coordinatord -crash.rounds=$(CRASH_ROUNDS)
+
+## soak: the crash suite for 500 rounds per signal.
+soak:
+	$(GO) test -count=1 -v -timeout 4h -run '^TestCrashRecovery$$' ./cmd/coordinatord -crash.rounds=500
+
+## fuzz-long: the request-validation and record-decoding fuzz targets, FUZZ_EXECS executions each.
+FUZZ_EXECS ?= 1000000x
+fuzz-long:
+	$(GO) test -run '^$$' -fuzz '^FuzzLenientUnmarshal$$' -fuzztime $(FUZZ_EXECS) ./internal/service
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestValidation$$' -fuzztime $(FUZZ_EXECS) ./internal/service
+	$(GO) test -run '^$$' -fuzz '^FuzzStateHandlers$$' -fuzztime $(FUZZ_EXECS) ./internal/service
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZ_EXECS) ./internal/shard
+	$(GO) test -run '^$$' -fuzz '^FuzzOpenReplay$$' -fuzztime $(FUZZ_EXECS) ./internal/statelog

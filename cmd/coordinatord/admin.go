@@ -15,7 +15,10 @@ import (
 //   - /metrics: Prometheus metrics from reg;
 //   - /healthz: 200 while the process is up (liveness);
 //   - /readyz: 200 when every state partition is active, else 503 with one line per partition
-//     that is not, saying why (readiness detail for operators).
+//     that is not, saying why (readiness detail for operators). /readyz?exclude=failed does not
+//     count partitions that failed to load (a damaged log waits for an operator) against
+//     readiness, still listing them: it turns 200 once every partition has finished loading, as
+//     the gRPC health service does — the probe to use where gRPC probes cannot (TLS).
 func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -23,14 +26,26 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard) *http.ServeMux
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		excludeFailed := false
+		for _, x := range r.URL.Query()["exclude"] {
+			if x != "failed" {
+				http.Error(w, fmt.Sprintf("exclude=%q: only exclude=failed is known", x), http.StatusBadRequest)
+				return
+			}
+			excludeFailed = true
+		}
 		var detail strings.Builder
-		active := 0
+		active, ready := 0, 0
 		for p, s := range shards {
 			st := s.Status()
 			if st.State == shard.Active {
 				active++
+				ready++
 				continue
+			}
+			if st.State == shard.Failed && excludeFailed {
+				ready++
 			}
 			fmt.Fprintf(&detail, "partition %d: %s", p, st.State)
 			if st.Err != nil {
@@ -39,7 +54,7 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard) *http.ServeMux
 			detail.WriteByte('\n')
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if active < len(shards) {
+		if ready < len(shards) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		fmt.Fprintf(w, "%d/%d state partitions active\n%s", active, len(shards), detail.String())

@@ -110,3 +110,29 @@ func TestCheckConfig(t *testing.T) {
 		t.Fatalf("check-config output, want one line per problem:\n%s", out)
 	}
 }
+
+// TestCheckConfigSecurity: check-config reports what the server's security set-up would refuse,
+// not only the values of single keys.
+func TestCheckConfigSecurity(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "absent.pem")
+	for _, tc := range []struct {
+		name      string
+		overrides []string
+		want      string
+	}{
+		{"authorizer without client certificates", []string{"authorizer.enabled=true"}, "authorizer.enabled=true needs client certificates"},
+		{"TLS without a certificate", []string{"tls.enabled=true"}, "tls.enabled=true needs tls.cert.file and tls.key.file"},
+		{"certificate file that does not load", []string{"tls.enabled=true", "tls.cert.file=" + missing, "tls.key.file=" + missing}, "absent.pem"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"check-config"}
+			for _, o := range tc.overrides {
+				args = append(args, "--override", o)
+			}
+			out, _, code := runTool(t, args...)
+			if code != exitBadConfig || !strings.Contains(out, tc.want) {
+				t.Fatalf("check-config %v: exit %d, want %d and a line containing %q:\n%s", tc.overrides, code, exitBadConfig, tc.want, out)
+			}
+		})
+	}
+}

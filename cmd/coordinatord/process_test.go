@@ -65,8 +65,10 @@ type proc struct {
 	exited      chan struct{}
 	exitErr     error
 
-	mu    sync.Mutex
-	lines []string // every stderr line
+	mu      sync.Mutex
+	lines   []string      // every stderr line
+	newLine chan struct{} // closed and replaced whenever a line arrives or the output ends
+	eof     bool
 }
 
 // startProc starts the binary on dataDir with loopback ports chosen by the kernel and waits until
@@ -79,6 +81,19 @@ func startProc(t *testing.T, dataDir string, extra ...string) *proc {
 
 func startCommand(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
 	t.Helper()
+	p := launch(t, cmd, dataDir)
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.connect(conn)
+	return p
+}
+
+// launch starts cmd (a coordinatord server) in its own process group and waits for its
+// "serving" log line, which gives the addresses it listens on.
+func launch(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -88,10 +103,15 @@ func startCommand(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, cmd: cmd, dataDir: dataDir, exited: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, dataDir: dataDir, exited: make(chan struct{}), newLine: make(chan struct{})}
 	serving := make(chan [2]string, 1)
-	go p.readLog(stderr, serving)
+	logDone := make(chan struct{})
 	go func() {
+		defer close(logDone)
+		p.readLog(stderr, serving)
+	}()
+	go func() {
+		<-logDone // Wait closes the pipe: read everything first
 		p.exitErr = cmd.Wait()
 		close(p.exited)
 	}()
@@ -105,24 +125,33 @@ func startCommand(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("coordinatord did not report serving\n%s", p.log())
 	}
-	p.conn, err = grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.state = pb.NewShareCoordinatorServiceClient(p.conn)
-	p.config = pb.NewConfigServiceClient(p.conn)
-	p.waitServing()
 	return p
+}
+
+// connect makes conn the process's client connection and waits until the server is SERVING.
+func (p *proc) connect(conn *grpc.ClientConn) {
+	p.conn = conn
+	p.state = pb.NewShareCoordinatorServiceClient(conn)
+	p.config = pb.NewConfigServiceClient(conn)
+	p.waitServing()
 }
 
 // readLog collects stderr lines and reports the addresses of the "serving" line.
 func (p *proc) readLog(r io.Reader, serving chan<- [2]string) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	defer func() {
+		p.mu.Lock()
+		p.eof = true
+		close(p.newLine)
+		p.mu.Unlock()
+	}()
 	for sc.Scan() {
 		line := sc.Text()
 		p.mu.Lock()
 		p.lines = append(p.lines, line)
+		close(p.newLine)
+		p.newLine = make(chan struct{})
 		p.mu.Unlock()
 		var entry struct {
 			Msg     string `json:"msg"`
@@ -143,6 +172,30 @@ func (p *proc) log() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Join(p.lines, "\n")
+}
+
+// waitLine waits until a stderr line satisfies match and returns it. The process's health and its
+// log travel on different channels, so a line written before SERVING may still be in the pipe.
+func (p *proc) waitLine(match func(line string) bool) (string, bool) {
+	timeout := time.After(time.Minute)
+	for seen := 0; ; {
+		p.mu.Lock()
+		lines, wait, eof := p.lines, p.newLine, p.eof
+		p.mu.Unlock()
+		for ; seen < len(lines); seen++ {
+			if match(lines[seen]) {
+				return lines[seen], true
+			}
+		}
+		if eof {
+			return "", false
+		}
+		select {
+		case <-wait:
+		case <-timeout:
+			return "", false
+		}
+	}
 }
 
 // waitServing blocks until the overall health is SERVING (every partition loaded), using the

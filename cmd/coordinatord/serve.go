@@ -64,6 +64,10 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sec, err := newSecurity(logger.Named("security"), static.Broker(), reg)
+	if err != nil {
+		return badConfig(err)
+	}
 
 	cfg, err := groupcfg.Open(logger.Named("config"), f.dataDir, static, reg, groupcfg.Options{NodeID: f.nodeID})
 	if err != nil {
@@ -109,18 +113,27 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		KeepaliveMinTime:     time.Duration(broker.GRPCKeepaliveMinTimeMs()) * time.Millisecond,
 		KeepaliveTime:        time.Duration(broker.GRPCKeepaliveTimeMs()) * time.Millisecond,
 		KeepaliveTimeout:     time.Duration(broker.GRPCKeepaliveTimeoutMs()) * time.Millisecond,
+		Credentials:          sec.credentials(),
+		Authorize:            sec.authorize(),
 	})
+	sec.reloadOnHangup(ctx)
 
-	httpSrv := &http.Server{Handler: newAdminMux(reg, shards), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: newAdminMux(reg, shards), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig()}
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr("gRPC", srv.GRPC.Serve(grpcLis)) }()
-	go func() { errc <- serveErr("metrics HTTP", httpSrv.Serve(metricsLis)) }()
-	logger.Info("serving",
+	go func() {
+		if httpSrv.TLSConfig != nil {
+			errc <- serveErr("metrics HTTPS", httpSrv.ServeTLS(metricsLis, "", ""))
+			return
+		}
+		errc <- serveErr("metrics HTTP", httpSrv.Serve(metricsLis))
+	}()
+	logger.Info("serving", append([]zap.Field{
 		zap.String("grpc", grpcLis.Addr().String()),
 		zap.String("metrics", metricsLis.Addr().String()),
 		zap.String("advertised", net.JoinHostPort(host, strconv.Itoa(int(port)))),
 		zap.String("data_dir", f.dataDir),
-		zap.Int("partitions", len(shards)))
+		zap.Int("partitions", len(shards))}, sec.fields()...)...)
 
 	loaded := make(chan struct{})
 	go func() {

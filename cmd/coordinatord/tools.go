@@ -212,9 +212,9 @@ func newCheckConfigCommand(e env) *cobra.Command {
 		Args: args(cobra.NoArgs),
 		RunE: func(_ *cobra.Command, _ []string) error {
 			src.Env = e.environ
-			problems := groupcfg.CheckStatic(src)
+			problems := checkConfig(src)
 			for _, p := range problems {
-				fmt.Fprintln(e.stdout, p.String())
+				fmt.Fprintln(e.stdout, p)
 			}
 			if len(problems) > 0 {
 				return badConfig(fmt.Errorf("%d configuration problem(s): the server would refuse to start", len(problems)))
@@ -226,6 +226,29 @@ func newCheckConfigCommand(e env) *cobra.Command {
 	cmd.Flags().StringVar(&src.File, "config", "", "the properties file to check")
 	cmd.Flags().StringArrayVar(&src.Overrides, "override", nil, "a KEY=VALUE override, as given to the server (repeatable)")
 	return cmd
+}
+
+// checkConfig returns, one line each, every problem the server's start would refuse: the broker
+// configuration's, then how the security keys fit together and whether their files load.
+func checkConfig(src groupcfg.Sources) []string {
+	var out []string
+	for _, p := range groupcfg.CheckStatic(src) {
+		out = append(out, p.String())
+	}
+	if len(out) > 0 {
+		return out // the security checks read values that are not valid yet
+	}
+	static, err := groupcfg.LoadStatic(src)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	settings, problems := readSecuritySettings(static.Broker())
+	if len(problems) == 0 && settings.tls {
+		if _, err := loadTLSMaterial(settings.files); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	return append(out, problems...)
 }
 
 func newRepairLogCommand(e env) *cobra.Command {
@@ -256,20 +279,22 @@ func repairLog(e env, dir string, yes bool) error {
 		return usageError{fmt.Errorf("%s is not a partition log directory", dir)}
 	}
 	if !yes {
-		records := 0
-		err := statelog.Scan(logger, dir, statelog.Options{}, func(int64, []byte) error { records++; return nil })
+		err := statelog.Scan(logger, dir, statelog.Options{}, func(int64, []byte) error { return nil })
 		var ce *statelog.CorruptionError
 		switch {
 		case errors.As(err, &ce):
 			fmt.Fprintf(e.stdout, "corruption: %v\n", ce)
-			fmt.Fprintf(e.stdout, "a repair would truncate %s at byte %d and delete every later segment; %d records before it are intact\n",
-				ce.Segment, ce.Offset, records)
+			fmt.Fprintf(e.stdout, "a repair would truncate %s at byte %d", ce.Segment, ce.Offset)
+			if later := laterSegments(ce.Segment); len(later) > 0 {
+				fmt.Fprintf(e.stdout, " and delete %d later segment(s): %s", len(later), strings.Join(later, ", "))
+			}
+			fmt.Fprintln(e.stdout, "; every record from there on would be lost")
 			fmt.Fprintln(e.stdout, "run again with --yes to repair (take a copy of the directory first)")
 			return &exitError{code: exitFailure, err: errors.New("log is corrupted; nothing changed")}
 		case err != nil:
 			return err
 		}
-		fmt.Fprintf(e.stdout, "no corruption found in %s (%d records); nothing to repair\n", dir, records)
+		fmt.Fprintf(e.stdout, "no corruption found in %s; nothing to repair\n", dir)
 		return nil
 	}
 	report, err := statelog.Repair(logger.WithOptions(zap.IncreaseLevel(zap.InfoLevel)), dir, statelog.Options{})
@@ -296,4 +321,20 @@ func repairLog(e env, dir string, yes bool) error {
 		fmt.Fprintf(e.stdout, "log-start offset reset from %d to %d\n", report.OldStartOffset, report.NewStartOffset)
 	}
 	return nil
+}
+
+// laterSegments lists the segment files of segment's directory that sort after it (segment names
+// are fixed-width and sort in log order).
+func laterSegments(segment string) []string {
+	entries, err := os.ReadDir(filepath.Dir(segment))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, en := range entries {
+		if name := en.Name(); filepath.Ext(name) == filepath.Ext(segment) && name > filepath.Base(segment) {
+			out = append(out, name)
+		}
+	}
+	return out
 }

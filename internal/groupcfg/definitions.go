@@ -1,6 +1,10 @@
 package groupcfg
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"strings"
+)
 
 // Key names the code refers to. The table below is the authority on every key.
 const (
@@ -56,6 +60,62 @@ const (
 	keyDeadLetterCopy      = "errors.deadletterqueue.copy.record.enable"
 	keyGroupSnapshotLimit  = "share.snapshot.update.records.per.snapshot"
 )
+
+// Security keys: coordinatord server keys read by the server's wiring (TLS listeners and the
+// authorizer). The cross-checks between them are made where they are used, at start-up.
+const (
+	KeyTLSEnabled                = "tls.enabled"
+	KeyTLSCertFile               = "tls.cert.file"
+	KeyTLSKeyFile                = "tls.key.file"
+	KeyTLSClientCAFile           = "tls.client.ca.file"
+	KeyTLSClientAuth             = "tls.client.auth"
+	KeyTLSMinVersion             = "tls.min.version"
+	KeyMetricsTLSEnabled         = "metrics.tls.enabled"
+	KeyAuthorizerEnabled         = "authorizer.enabled"
+	KeyAuthorizerClusterAction   = "authorizer.cluster.action.principals"
+	KeyAuthorizerAlterConfigs    = "authorizer.alter.configs.principals"
+	KeyAuthorizerDescribeConfigs = "authorizer.describe.configs.principals"
+)
+
+// Values of tls.client.auth (Kafka's ssl.client.auth values).
+const (
+	ClientAuthNone      = "none"
+	ClientAuthRequested = "requested"
+	ClientAuthRequired  = "required"
+)
+
+// PrincipalSeparator separates the entries of a principal list. Principals are distinguished
+// names full of commas, so lists use semicolons, as Kafka's super.users does.
+const PrincipalSeparator = ";"
+
+// ParsePrincipals splits a principal list (an authorizer.*.principals value) into its entries,
+// each trimmed, empty entries skipped. Every entry must be "*" (any authenticated client) or a
+// principal name "User:<distinguished name>".
+func ParsePrincipals(text string) ([]string, error) {
+	var out []string
+	for _, entry := range strings.Split(text, PrincipalSeparator) {
+		entry = strings.TrimSpace(entry)
+		switch {
+		case entry == "":
+			continue
+		case entry == "*":
+		case !strings.HasPrefix(entry, "User:") || strings.TrimSpace(strings.TrimPrefix(entry, "User:")) == "":
+			return nil, fmt.Errorf("has the entry %q, which is neither * nor a principal User:<distinguished name> such as User:CN=broker-1,O=Acme", entry)
+		}
+		out = append(out, entry)
+	}
+	return out, nil
+}
+
+func checkPrincipals(text string) error {
+	_, err := ParsePrincipals(text)
+	return err
+}
+
+// principalsRule is the validator of the authorizer.*.principals keys.
+func principalsRule() Rule {
+	return Rule{Desc: `"*" or principals "User:<subject DN>", separated by ";"`, Check: checkPrincipals}
+}
 
 // snapshotFloor is the smallest snapshot limit coordinatord accepts, broker-wide or per group.
 const snapshotFloor = 200
@@ -282,6 +342,85 @@ func Definitions() []Definition {
 			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
 			Doc: "The most share groups that get their own group label value on per-group metrics; records of further " +
 				"groups are counted under group=\"__other__\" (0 counts every group there).",
+		},
+
+		// coordinatord security keys: TLS for the gRPC and metrics ports, and authorization of the
+		// RPCs by client-certificate principal. Static; the files are re-read when they change.
+		{
+			Name: KeyTLSEnabled, Type: TypeBoolean, Default: "false",
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "Serve gRPC over TLS with the certificate of tls.cert.file and tls.key.file. Off, gRPC is plaintext " +
+				"and clients are not authenticated.",
+		},
+		{
+			Name: KeyTLSCertFile, Type: TypeString, Default: "",
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "PEM file with the server certificate, followed by any intermediate CA certificates. Required when " +
+				"tls.enabled=true. Re-read without a restart when the file changes (checked on each new connection) " +
+				"or on SIGHUP; a replacement that does not load is logged and the previous certificate stays in use.",
+		},
+		{
+			Name: KeyTLSKeyFile, Type: TypeString, Default: "",
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "PEM file with the private key of tls.cert.file (unencrypted PKCS #1, PKCS #8 or EC). Required when " +
+				"tls.enabled=true; reloaded together with the certificate.",
+		},
+		{
+			Name: KeyTLSClientCAFile, Type: TypeString, Default: "",
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "PEM file with the CA certificates that sign client certificates (mutual TLS). Required when " +
+				"tls.client.auth is requested or required; reloaded when it changes.",
+		},
+		{
+			Name: KeyTLSClientAuth, Type: TypeString, Default: ClientAuthNone,
+			Validator:  OneOf{ClientAuthNone, ClientAuthRequested, ClientAuthRequired},
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "Client authentication on the gRPC port, as Kafka's ssl.client.auth: required (a client certificate " +
+				"signed by tls.client.ca.file is needed to connect), requested (asked for and verified if presented; " +
+				"clients without one connect unauthenticated) or none. A verified client certificate makes the " +
+				"client's principal \"User:\" + its subject DN in RFC 2253 form, e.g. User:CN=broker-1,O=Acme.",
+		},
+		{
+			Name: KeyTLSMinVersion, Type: TypeString, Default: "TLSv1.2",
+			Validator:  OneOf{"TLSv1.2", "TLSv1.3"},
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "The oldest TLS version the gRPC and metrics ports accept.",
+		},
+		{
+			Name: KeyMetricsTLSEnabled, Type: TypeBoolean, Default: "false",
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "Serve /metrics, /healthz and /readyz over HTTPS with the gRPC port's certificate (needs " +
+				"tls.enabled=true). Client certificates are not asked for on this port, so that Kubernetes probes " +
+				"(which present none) keep working; it serves nothing that changes state.",
+		},
+		{
+			Name: KeyAuthorizerEnabled, Type: TypeBoolean, Default: "false",
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "Authorize every RPC by the client's principal: the state RPCs and FindCoordinator need the " +
+				"cluster_action permission, IncrementalAlterConfigs alter_configs and DescribeConfigs describe_configs " +
+				"(Kafka's ACL operations for these requests), granted by the authorizer.*.principals lists. A call " +
+				"without a verified client certificate gets UNAUTHENTICATED, a principal without the permission " +
+				"PERMISSION_DENIED (both logged). Health checks and server reflection need no permission. Needs " +
+				"tls.enabled=true and tls.client.auth requested or required.",
+		},
+		{
+			Name: KeyAuthorizerClusterAction, Type: TypeString, Default: "", Validator: principalsRule(),
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "The principals allowed the cluster_action permission (the share-state RPCs and FindCoordinator), " +
+				"separated by semicolons, e.g. \"User:CN=broker-1,O=Acme;User:CN=broker-2,O=Acme\"; * allows every " +
+				"authenticated client. Empty allows nobody. Needs authorizer.enabled=true.",
+		},
+		{
+			Name: KeyAuthorizerAlterConfigs, Type: TypeString, Default: "", Validator: principalsRule(),
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "The principals allowed the alter_configs permission (IncrementalAlterConfigs), as in " +
+				"authorizer.cluster.action.principals. Empty allows nobody. Needs authorizer.enabled=true.",
+		},
+		{
+			Name: KeyAuthorizerDescribeConfigs, Type: TypeString, Default: "", Validator: principalsRule(),
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "The principals allowed the describe_configs permission (DescribeConfigs), as in " +
+				"authorizer.cluster.action.principals. Empty allows nobody. Needs authorizer.enabled=true.",
 		},
 
 		// Share-group configs (Kafka's GroupConfig), set per group with IncrementalAlterConfigs on a

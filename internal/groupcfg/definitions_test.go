@@ -115,6 +115,17 @@ func edgeCases(t *testing.T, d *Definition, lo, hi int64) []edgeCase {
 			{value: "__consumer_offsets", mustIn: []string{d.Name, "__consumer_offsets", `must not start with "__"`}},
 		}
 	}
+	switch d.Name {
+	case KeyAuthorizerClusterAction, KeyAuthorizerAlterConfigs, KeyAuthorizerDescribeConfigs:
+		return []edgeCase{
+			{value: "", ok: true}, {value: "*", ok: true}, {value: "User:CN=broker-1,O=Acme", ok: true},
+			{value: " User:CN=a,O=Acme ; User:CN=b\\,c ;; * ", ok: true},
+			{value: "CN=broker-1", mustIn: []string{d.Name, "CN=broker-1", "User:<distinguished name>"}},
+			{value: "User:", mustIn: []string{d.Name, `"User:"`}},
+			{value: "User:CN=a,User:CN=b", ok: true}, // one principal whose DN happens to contain "User:"
+			{value: "User:CN=a;admin", mustIn: []string{`"admin"`}},
+		}
+	}
 	if d.Validator != nil {
 		t.Fatalf("%s has a %T validator and no edge cases: add them to edgeCases", d.Name, d.Validator)
 	}
@@ -229,5 +240,27 @@ func TestParseISODuration(t *testing.T) {
 				t.Fatalf("parseISODuration(%q) = %v, %v; want ok=%v negative=%v", tc.in, neg, err, tc.ok, tc.neg)
 			}
 		})
+	}
+}
+
+func TestParsePrincipals(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		ok   bool
+	}{
+		{"", nil, true},
+		{" ; ;", nil, true},
+		{"*", []string{"*"}, true},
+		{"User:CN=a,O=Acme;User:CN=b", []string{"User:CN=a,O=Acme", "User:CN=b"}, true},
+		{"  User:CN=a  ;*", []string{"User:CN=a", "*"}, true},
+		{"User:CN=a;CN=b", nil, false},
+		{"User:  ", nil, false},
+		{"user:CN=a", nil, false},
+	} {
+		got, err := ParsePrincipals(tc.in)
+		if (err == nil) != tc.ok || strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("ParsePrincipals(%q) = %q, %v; want %q ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
 	}
 }

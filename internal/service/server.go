@@ -59,8 +59,10 @@ var healthServices = []string{"", pb.ShareCoordinatorService_ServiceDesc.Service
 
 // NewServer builds the gRPC server: interceptors outermost first are Prometheus metrics, logging
 // (health checks skipped), authorization (if configured), request validation, and panic recovery
-// (which logs the stack and answers codes.Internal without leaking it). It registers state, cfg,
-// the health service (NOT_SERVING until SetServing(true)) and server reflection.
+// (which logs the stack and answers codes.Internal without leaking it). Requests are decoded so
+// that a string field that is not valid UTF-8 reaches validation and is refused with
+// INVALID_ARGUMENT naming the field (see codec). It registers state, cfg, the health service
+// (NOT_SERVING until SetServing(true)) and server reflection.
 func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg pb.ConfigServiceServer, opts ServerOptions) *Server {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -72,7 +74,8 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 		opts.Registerer.MustRegister(srvMetrics)
 	}
 
-	rpcLogger := interceptorLogger(sampledBelowWarn(logger.Named("grpc")))
+	callLogger := sampledBelowWarn(logger.Named("grpc"))
+	rpcLogger := interceptorLogger(callLogger)
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
 		logging.WithLevels(codeToLevel),
@@ -87,7 +90,7 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 
 	unary := []grpc.UnaryServerInterceptor{
 		srvMetrics.UnaryServerInterceptor(),
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(rpcLogger, logOpts...), notHealth),
+		selector.UnaryServerInterceptor(unaryCallLogger(callLogger), notHealth),
 	}
 	if opts.Authorize != nil {
 		unary = append(unary, opts.Authorize)
@@ -100,6 +103,7 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 	}
 
 	serverOpts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newCodec()), // invalid UTF-8 → INVALID_ARGUMENT naming the field (codec.go)
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),

@@ -28,7 +28,9 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // ConfigService alters and describes configuration, as Kafka's IncrementalAlterConfigs and
-// DescribeConfigs do for GROUP and BROKER resources.
+// DescribeConfigs do for GROUP and BROKER resources. Outcomes are answered per resource with an
+// ErrorCode and message; only a request with a string field that is not valid UTF-8 is refused
+// as a whole, with INVALID_ARGUMENT naming the field.
 type ConfigServiceClient interface {
 	// IncrementalAlterConfigs changes group overrides (GROUP) or dynamic broker configs (BROKER).
 	// All changes to one resource apply together or not at all; they are acknowledged once durable.
@@ -71,7 +73,9 @@ func (c *configServiceClient) DescribeConfigs(ctx context.Context, in *DescribeC
 // for forward compatibility.
 //
 // ConfigService alters and describes configuration, as Kafka's IncrementalAlterConfigs and
-// DescribeConfigs do for GROUP and BROKER resources.
+// DescribeConfigs do for GROUP and BROKER resources. Outcomes are answered per resource with an
+// ErrorCode and message; only a request with a string field that is not valid UTF-8 is refused
+// as a whole, with INVALID_ARGUMENT naming the field.
 type ConfigServiceServer interface {
 	// IncrementalAlterConfigs changes group overrides (GROUP) or dynamic broker configs (BROKER).
 	// All changes to one resource apply together or not at all; they are acknowledged once durable.

@@ -38,8 +38,11 @@ const (
 //
 // Every state RPC carries one group id and any number of (topic, partition) keys. Whole-request
 // faults (an empty group id, no topics, a topic without partitions, the same partition twice, too
-// many partitions) are gRPC INVALID_ARGUMENT; everything else is answered per partition with an
-// ErrorCode and message, in request order.
+// many partitions, a string field that is not valid UTF-8) are gRPC INVALID_ARGUMENT with a
+// message naming the field; everything else is answered per partition with an ErrorCode and
+// message, in request order. A request larger than grpc.max.recv.message.bytes is refused with
+// RESOURCE_EXHAUSTED, and bytes that are not a protobuf message at all with gRPC's own INTERNAL
+// "failed to unmarshal".
 type ShareCoordinatorServiceClient interface {
 	// InitializeShareGroupState sets a share partition's state epoch and start offset and clears its
 	// delivery state. It is idempotent when the state epoch and start offset are unchanged.
@@ -137,8 +140,11 @@ func (c *shareCoordinatorServiceClient) FindCoordinator(ctx context.Context, in 
 //
 // Every state RPC carries one group id and any number of (topic, partition) keys. Whole-request
 // faults (an empty group id, no topics, a topic without partitions, the same partition twice, too
-// many partitions) are gRPC INVALID_ARGUMENT; everything else is answered per partition with an
-// ErrorCode and message, in request order.
+// many partitions, a string field that is not valid UTF-8) are gRPC INVALID_ARGUMENT with a
+// message naming the field; everything else is answered per partition with an ErrorCode and
+// message, in request order. A request larger than grpc.max.recv.message.bytes is refused with
+// RESOURCE_EXHAUSTED, and bytes that are not a protobuf message at all with gRPC's own INTERNAL
+// "failed to unmarshal".
 type ShareCoordinatorServiceServer interface {
 	// InitializeShareGroupState sets a share partition's state epoch and start offset and clears its
 	// delivery state. It is idempotent when the state epoch and start offset are unchanged.

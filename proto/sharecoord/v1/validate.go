@@ -35,17 +35,65 @@ func (r *ReadShareGroupStateSummaryRequest) Validate() error {
 	return validateShape(r.GetGroupId(), r.GetTopics())
 }
 
-// Validate checks that the request names at least one key. Each key is checked on its own and
-// answered per key.
+// Validate checks that the request names at least one key and that every key is valid UTF-8.
+// Each key's syntax is checked on its own and answered per key.
 func (r *FindCoordinatorRequest) Validate() error {
 	if len(r.GetKeys()) == 0 {
 		return fmt.Errorf("keys must not be empty: name at least one coordinator key \"groupId:topicId:partition\"")
 	}
+	for i, k := range r.GetKeys() {
+		if !utf8.ValidString(k) {
+			return notUTF8(fmt.Sprintf("keys[%d]", i))
+		}
+	}
 	return nil
 }
 
+// Validate checks that every string of the request is valid UTF-8. Everything else (resource
+// types, names, operations, values) is answered per resource.
+func (r *IncrementalAlterConfigsRequest) Validate() error {
+	for i, res := range r.GetResources() {
+		if !utf8.ValidString(res.GetResourceName()) {
+			return notUTF8(fmt.Sprintf("resources[%d].resource_name", i))
+		}
+		for j, c := range res.GetConfigs() {
+			if !utf8.ValidString(c.GetName()) {
+				return notUTF8(fmt.Sprintf("resources[%d].configs[%d].name", i, j))
+			}
+			if !utf8.ValidString(c.GetValue()) {
+				return notUTF8(fmt.Sprintf("resources[%d].configs[%d].value", i, j))
+			}
+		}
+	}
+	return nil
+}
+
+// Validate checks that every string of the request is valid UTF-8. Everything else is answered
+// per resource.
+func (r *DescribeConfigsRequest) Validate() error {
+	for i, res := range r.GetResources() {
+		if !utf8.ValidString(res.GetResourceName()) {
+			return notUTF8(fmt.Sprintf("resources[%d].resource_name", i))
+		}
+		for j, k := range res.GetConfigurationKeys() {
+			if !utf8.ValidString(k) {
+				return notUTF8(fmt.Sprintf("resources[%d].configuration_keys[%d]", i, j))
+			}
+		}
+	}
+	return nil
+}
+
+// notUTF8 is the error for a string field that is not valid UTF-8. Such a request only reaches
+// validation through the server's lenient decoder (protobuf refuses it while decoding).
+func notUTF8(field string) error {
+	return fmt.Errorf("%s is not valid UTF-8: every string field must be UTF-8 encoded", field)
+}
+
 // PartitionCount returns how many partitions the request names across all topics.
-func (r *InitializeShareGroupStateRequest) PartitionCount() int { return countPartitions(r.GetTopics()) }
+func (r *InitializeShareGroupStateRequest) PartitionCount() int {
+	return countPartitions(r.GetTopics())
+}
 
 // PartitionCount returns how many partitions the request names across all topics.
 func (r *ReadShareGroupStateRequest) PartitionCount() int { return countPartitions(r.GetTopics()) }
@@ -73,8 +121,9 @@ type statePartition interface {
 }
 
 // validateShape rejects whole-request faults: an empty, over-long or non-UTF-8 group id, no
-// topics, a topic without partitions, or the same (topic id, partition) twice. Field values
-// (topic id syntax, negative partitions, epochs, offsets) are answered per partition instead.
+// topics, a topic without partitions, a topic id that is not UTF-8, or the same (topic id,
+// partition) twice. Field values (topic id syntax, negative partitions, epochs, offsets) are
+// answered per partition instead.
 func validateShape[T stateTopic[P], P statePartition](groupID string, topics []T) error {
 	switch {
 	case groupID == "":
@@ -82,7 +131,7 @@ func validateShape[T stateTopic[P], P statePartition](groupID string, topics []T
 	case len(groupID) > MaxGroupIDBytes:
 		return fmt.Errorf("group_id is %d bytes long; at most %d bytes are allowed", len(groupID), MaxGroupIDBytes)
 	case !utf8.ValidString(groupID):
-		return fmt.Errorf("group_id is not valid UTF-8")
+		return notUTF8("group_id")
 	case len(topics) == 0:
 		return fmt.Errorf("topics must not be empty: name at least one topic with at least one partition")
 	}
@@ -93,6 +142,9 @@ func validateShape[T stateTopic[P], P statePartition](groupID string, topics []T
 	type position struct{ topic, partition int }
 	seen := make(map[key]position, len(topics))
 	for ti, t := range topics {
+		if !utf8.ValidString(t.GetTopicId()) {
+			return notUTF8(fmt.Sprintf("topics[%d].topic_id", ti))
+		}
 		parts := t.GetPartitions()
 		if len(parts) == 0 {
 			return fmt.Errorf("topics[%d] (topic_id %q) has no partitions: list at least one partition", ti, t.GetTopicId())

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/coordinatord/coordinatord/internal/shard"
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+// groupOn returns a group id whose key (topic, partition 0) routes to state partition target of n.
+func groupOn(prefix string, target, n int) string {
+	id, err := shard.ParseTopicID(topicA)
+	if err != nil {
+		panic(err)
+	}
+	for i := 0; ; i++ {
+		g := prefix + strconv.Itoa(i)
+		if shard.PartitionFor(shard.Key{GroupID: g, TopicID: id}.CoordinatorKey(), n) == target {
+			return g
+		}
+	}
+}
+
+// httpGet returns the status and body of GET url.
+func httpGet(t *testing.T, client *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// dirDigest hashes every file of dir (names and contents), to show that nothing changed.
+func dirDigest(t *testing.T, dir string) [32]byte {
+	t.Helper()
+	h := sha256.New()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Write([]byte(e.Name()))
+		h.Write(data)
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// TestCorruptedSegment flips one byte inside a segment that is not the newest of one state
+// partition. That partition refuses to load, naming the file and byte offset (log, /readyz,
+// per-key errors, sharecoord_partition_status), while every other partition serves. repair-log
+// reports without --yes and changes nothing; with --yes it truncates at the corruption point and
+// says what it dropped, after which the partition serves again.
+func TestCorruptedSegment(t *testing.T) {
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	const partitions, victim = 4, 2
+	args := []string{
+		"--override", "share.coordinator.state.topic.num.partitions=" + strconv.Itoa(partitions),
+		"--override", "share.coordinator.state.topic.segment.bytes=1048576",
+	}
+	dir := t.TempDir()
+	p := startProc(t, dir, args...)
+	ctx := ctxT(t)
+
+	victimGroup := groupOn("victim-", victim, partitions)
+	var others []string
+	for sp := range partitions {
+		if sp != victim {
+			others = append(others, groupOn("other-"+strconv.Itoa(sp)+"-", sp, partitions))
+		}
+	}
+	for _, g := range append([]string{victimGroup}, others...) {
+		resp, err := p.state.InitializeShareGroupState(ctx, initReq(g, topicA, 0, 1, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.GetResults()[0].GetPartitions()[0]
+		mustOK(t, "initialize "+g, r.GetErrorCode(), r.GetErrorMessage())
+	}
+	// About 4 KiB per record: enough writes to fill more than two 1 MiB segments.
+	var batches []*pb.StateBatch
+	for i := range int64(200) {
+		batches = append(batches, &pb.StateBatch{FirstOffset: 2 * i, LastOffset: 2 * i, DeliveryState: int32(i%2) * 2, DeliveryCount: 1})
+	}
+	var eg errgroup.Group
+	eg.SetLimit(16)
+	for range 700 {
+		eg.Go(func() error {
+			resp, err := p.state.WriteShareGroupState(ctx, writeReq(victimGroup, topicA, 0, -1, batches...))
+			if err != nil {
+				return err
+			}
+			r := resp.GetResults()[0].GetPartitions()[0]
+			mustOK(t, "write", r.GetErrorCode(), r.GetErrorMessage())
+			return nil
+		})
+	}
+	for _, g := range others {
+		eg.Go(func() error {
+			resp, err := p.state.WriteShareGroupState(ctx, writeReq(g, topicA, 0, 3, &pb.StateBatch{FirstOffset: 3, LastOffset: 9, DeliveryState: 2, DeliveryCount: 1}))
+			if err != nil {
+				return err
+			}
+			r := resp.GetResults()[0].GetPartitions()[0]
+			mustOK(t, "write "+g, r.GetErrorCode(), r.GetErrorMessage())
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]*pb.ReadStatePartitionResult{}
+	for _, g := range others {
+		rr, err := p.state.ReadShareGroupState(ctx, readReq(g, topicA, 0, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[g] = rr.GetResults()[0].GetPartitions()[0]
+	}
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d\n%s", code, p.log())
+	}
+
+	// Flip a byte in the middle of the oldest segment of the victim partition.
+	victimDir := filepath.Join(dir, logDirPrefix+strconv.Itoa(victim))
+	segs, err := filepath.Glob(filepath.Join(victimDir, "*.seg"))
+	if err != nil || len(segs) < 2 {
+		t.Fatalf("want at least two segments in %s, got %v (%v)", victimDir, segs, err)
+	}
+	damaged := segs[0]
+	data, err := os.ReadFile(damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x40
+	if err := os.WriteFile(damaged, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	p = startProc(t, dir, args...)
+	// The log names the partition, the file and the byte offset.
+	atByte := regexp.MustCompile(regexp.QuoteMeta(damaged) + ` at byte \d+`)
+	_, logged := p.waitLine(func(line string) bool {
+		var e struct {
+			Msg       string `json:"msg"`
+			Partition *int   `json:"partition"`
+			Error     string `json:"error"`
+		}
+		return json.Unmarshal([]byte(line), &e) == nil && e.Partition != nil && *e.Partition == victim &&
+			strings.Contains(e.Msg, "failed to load") && atByte.MatchString(e.Error)
+	})
+	if !logged {
+		t.Fatalf("no log line says partition %d failed to load naming %s and the byte offset\n%s", victim, damaged, p.log())
+	}
+
+	// The victim's keys answer COORDINATOR_NOT_AVAILABLE with the cause, for every operation.
+	notAvailable := func(what string, code pb.ErrorCode, msg string) {
+		t.Helper()
+		if code != pb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE || !atByte.MatchString(msg) {
+			t.Fatalf("%s on the corrupted partition: %v %q, want COORDINATOR_NOT_AVAILABLE naming the file and offset", what, code, msg)
+		}
+	}
+	rr, err := p.state.ReadShareGroupState(ctx, readReq(victimGroup, topicA, 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notAvailable("read", rr.GetResults()[0].GetPartitions()[0].GetErrorCode(), rr.GetResults()[0].GetPartitions()[0].GetErrorMessage())
+	wr, err := p.state.WriteShareGroupState(ctx, writeReq(victimGroup, topicA, 0, -1, batches[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notAvailable("write", wr.GetResults()[0].GetPartitions()[0].GetErrorCode(), wr.GetResults()[0].GetPartitions()[0].GetErrorMessage())
+	ir, err := p.state.InitializeShareGroupState(ctx, initReq(victimGroup, topicA, 0, 2, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notAvailable("initialize", ir.GetResults()[0].GetPartitions()[0].GetErrorCode(), ir.GetResults()[0].GetPartitions()[0].GetErrorMessage())
+
+	// /readyz is 503 and names the partition and the damage; the status metric says failed.
+	client := &http.Client{}
+	code, body := httpGet(t, client, "http://"+p.metricsAddr+"/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "partition "+strconv.Itoa(victim)+": failed") || !atByte.MatchString(body) {
+		t.Fatalf("/readyz = %d %q, want 503 naming partition %d and %s", code, body, victim, damaged)
+	}
+	// Excluding failed partitions, the server is ready: every partition has finished loading.
+	if code, body := httpGet(t, client, "http://"+p.metricsAddr+"/readyz?exclude=failed"); code != http.StatusOK ||
+		!strings.Contains(body, "partition "+strconv.Itoa(victim)+": failed") {
+		t.Fatalf("/readyz?exclude=failed = %d %q, want 200 still listing partition %d as failed", code, body, victim)
+	}
+	_, metrics := httpGet(t, client, "http://"+p.metricsAddr+"/metrics")
+	for sp := range partitions {
+		status := "active"
+		if sp == victim {
+			status = "failed"
+		}
+		series := `sharecoord_partition_status{partition="` + strconv.Itoa(sp) + `",status="` + status + `"} 1`
+		if !strings.Contains(metrics, series) {
+			t.Fatalf("/metrics lacks %s", series)
+		}
+	}
+
+	// Every other partition serves: same state as before, and new writes succeed.
+	for _, g := range others {
+		rr, err := p.state.ReadShareGroupState(ctx, readReq(g, topicA, 0, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rr.GetResults()[0].GetPartitions()[0]; !proto.Equal(got, before[g]) {
+			t.Fatalf("%s after the restart: %v, want %v", g, got, before[g])
+		}
+		wr, err := p.state.WriteShareGroupState(ctx, writeReq(g, topicA, 0, -1, &pb.StateBatch{FirstOffset: 10, LastOffset: 12, DeliveryState: 2, DeliveryCount: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := wr.GetResults()[0].GetPartitions()[0]
+		mustOK(t, "write "+g+" next to the corrupted partition", r.GetErrorCode(), r.GetErrorMessage())
+	}
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d\n%s", code, p.log())
+	}
+
+	// repair-log without --yes only reports.
+	digest := dirDigest(t, victimDir)
+	out, stderr, exit := runTool(t, "repair-log", victimDir)
+	if exit != exitFailure || !atByte.MatchString(out) || !strings.Contains(out, "--yes") ||
+		!strings.Contains(out, "delete 2 later segment(s)") {
+		t.Fatalf("repair-log without --yes: exit %d, want the corruption point and the 2 later segments a repair would delete\n%s\n%s", exit, out, stderr)
+	}
+	if dirDigest(t, victimDir) != digest {
+		t.Fatal("repair-log without --yes changed the log")
+	}
+	t.Logf("repair-log without --yes:\n%s", out)
+	// With --yes it truncates at the corruption point and says what it dropped.
+	out, stderr, exit = runTool(t, "repair-log", "--yes", victimDir)
+	if exit != 0 || !strings.Contains(out, "truncated "+damaged) || !regexp.MustCompile(`dropped \d+ bytes: every record from offset \d+ on is gone`).MatchString(out) {
+		t.Fatalf("repair-log --yes: exit %d\n%s\n%s", exit, out, stderr)
+	}
+	t.Logf("repair-log --yes:\n%s", out)
+	if bytes.Equal(mustRead(t, damaged), data) {
+		t.Fatal("repair-log --yes left the damaged segment as it was")
+	}
+
+	// The partition serves again.
+	p = startProc(t, dir, args...)
+	if code, body := httpGet(t, client, "http://"+p.metricsAddr+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz after the repair = %d %q", code, body)
+	}
+	ir, err = p.state.InitializeShareGroupState(ctx, initReq(victimGroup, topicA, 0, 2, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ir.GetResults()[0].GetPartitions()[0]
+	mustOK(t, "initialize after the repair", r.GetErrorCode(), r.GetErrorMessage())
+	wr, err = p.state.WriteShareGroupState(ctx, &pb.WriteShareGroupStateRequest{GroupId: victimGroup, Topics: []*pb.WriteStateTopic{{
+		TopicId: topicA, Partitions: []*pb.WriteStatePartition{{Partition: 0, StateEpoch: 2, LeaderEpoch: 1, StartOffset: -1, StateBatches: batches[:3]}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = wr.GetResults()[0].GetPartitions()[0]
+	mustOK(t, "write after the repair", r.GetErrorCode(), r.GetErrorMessage())
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

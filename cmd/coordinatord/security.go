@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/service"
+)
+
+// securitySettings are the values of the security keys (groupcfg.KeyTLS*, KeyMetricsTLSEnabled,
+// KeyAuthorizer*).
+type securitySettings struct {
+	tls        bool
+	files      certFiles
+	clientAuth string // groupcfg.ClientAuthNone, ClientAuthRequested or ClientAuthRequired
+	minVersion string // "TLSv1.2" or "TLSv1.3"
+	metricsTLS bool
+	authorize  bool
+	grants     service.AuthorizerConfig
+}
+
+// readSecuritySettings reads the security keys and checks how they fit together. Each problem is
+// one line naming the keys and the fix; the keys' own values were validated by groupcfg already.
+func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
+	text := func(key string) string { v, _ := b.Text(key); return v }
+	flag := func(key string) bool { v, _ := b.Bool(key); return v }
+	s := securitySettings{
+		tls:        flag(groupcfg.KeyTLSEnabled),
+		files:      certFiles{cert: text(groupcfg.KeyTLSCertFile), key: text(groupcfg.KeyTLSKeyFile), clientCA: text(groupcfg.KeyTLSClientCAFile)},
+		clientAuth: text(groupcfg.KeyTLSClientAuth),
+		minVersion: text(groupcfg.KeyTLSMinVersion),
+		metricsTLS: flag(groupcfg.KeyMetricsTLSEnabled),
+		authorize:  flag(groupcfg.KeyAuthorizerEnabled),
+	}
+	var problems []string
+	lists := []struct {
+		key  string
+		dest *[]string
+	}{
+		{groupcfg.KeyAuthorizerClusterAction, &s.grants.ClusterAction},
+		{groupcfg.KeyAuthorizerAlterConfigs, &s.grants.AlterConfigs},
+		{groupcfg.KeyAuthorizerDescribeConfigs, &s.grants.DescribeConfigs},
+	}
+	for _, l := range lists {
+		principals, err := groupcfg.ParsePrincipals(text(l.key))
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s %v", l.key, err))
+			continue
+		}
+		*l.dest = principals
+		if len(principals) > 0 && !s.authorize {
+			problems = append(problems, fmt.Sprintf("%s is set but %s=false, so it would not be enforced: set %s=true, or remove %s",
+				l.key, groupcfg.KeyAuthorizerEnabled, groupcfg.KeyAuthorizerEnabled, l.key))
+		}
+	}
+	verifiesClients := s.clientAuth == groupcfg.ClientAuthRequested || s.clientAuth == groupcfg.ClientAuthRequired
+	if !s.tls {
+		for _, f := range []struct{ key, value string }{
+			{groupcfg.KeyTLSCertFile, s.files.cert}, {groupcfg.KeyTLSKeyFile, s.files.key}, {groupcfg.KeyTLSClientCAFile, s.files.clientCA},
+		} {
+			if f.value != "" {
+				problems = append(problems, fmt.Sprintf("%s is set but %s=false, so gRPC would be served in plaintext: set %s=true, or remove %s",
+					f.key, groupcfg.KeyTLSEnabled, groupcfg.KeyTLSEnabled, f.key))
+			}
+		}
+		if verifiesClients {
+			problems = append(problems, fmt.Sprintf("%s=%s needs TLS: set %s=true with a certificate, or set %s=none",
+				groupcfg.KeyTLSClientAuth, s.clientAuth, groupcfg.KeyTLSEnabled, groupcfg.KeyTLSClientAuth))
+		}
+	} else {
+		if s.files.cert == "" || s.files.key == "" {
+			problems = append(problems, fmt.Sprintf("%s=true needs %s and %s: set both to PEM files (certificate chain and private key)",
+				groupcfg.KeyTLSEnabled, groupcfg.KeyTLSCertFile, groupcfg.KeyTLSKeyFile))
+		}
+		if verifiesClients && s.files.clientCA == "" {
+			problems = append(problems, fmt.Sprintf("%s=%s needs %s: set it to a PEM file of the CAs that sign client certificates",
+				groupcfg.KeyTLSClientAuth, s.clientAuth, groupcfg.KeyTLSClientCAFile))
+		}
+		if !verifiesClients && s.files.clientCA != "" {
+			problems = append(problems, fmt.Sprintf("%s is set but %s=none, so client certificates would not be asked for: set %s=required (or requested), or remove %s",
+				groupcfg.KeyTLSClientCAFile, groupcfg.KeyTLSClientAuth, groupcfg.KeyTLSClientAuth, groupcfg.KeyTLSClientCAFile))
+		}
+	}
+	if s.metricsTLS && !s.tls {
+		problems = append(problems, fmt.Sprintf("%s=true needs %s=true: the metrics port serves the gRPC port's certificate",
+			groupcfg.KeyMetricsTLSEnabled, groupcfg.KeyTLSEnabled))
+	}
+	if s.authorize && (!s.tls || !verifiesClients) {
+		problems = append(problems, fmt.Sprintf("%s=true needs client certificates to identify callers: set %s=true, %s=required (or requested) and %s, or set %s=false",
+			groupcfg.KeyAuthorizerEnabled, groupcfg.KeyTLSEnabled, groupcfg.KeyTLSClientAuth, groupcfg.KeyTLSClientCAFile, groupcfg.KeyAuthorizerEnabled))
+	}
+	return s, problems
+}
+
+// security is the server's transport security and authorization, built from securitySettings.
+type security struct {
+	settings   securitySettings
+	store      *certStore          // nil without TLS
+	grpcTLS    *listenerTLS        // nil: plaintext gRPC
+	metricsTLS *listenerTLS        // nil: plain HTTP metrics
+	authorizer *service.Authorizer // nil: every call allowed
+}
+
+// newSecurity checks the security keys and loads the TLS files. Every error is a configuration
+// problem, one line each, naming the key and the fix.
+func newSecurity(logger *zap.Logger, b groupcfg.Broker, reg prometheus.Registerer) (*security, error) {
+	s, problems := readSecuritySettings(b)
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "\n"))
+	}
+	sec := &security{settings: s}
+	if s.tls {
+		store, err := newCertStore(logger, s.files, newTLSMetrics(reg))
+		if err != nil {
+			return nil, fmt.Errorf("%w: fix the file or the setting", err)
+		}
+		sec.store = store
+		minVersion := uint16(tls.VersionTLS12)
+		if s.minVersion == "TLSv1.3" {
+			minVersion = tls.VersionTLS13
+		}
+		clientAuth := tls.NoClientCert
+		switch s.clientAuth {
+		case groupcfg.ClientAuthRequested:
+			clientAuth = tls.VerifyClientCertIfGiven
+		case groupcfg.ClientAuthRequired:
+			clientAuth = tls.RequireAndVerifyClientCert
+		}
+		sec.grpcTLS = &listenerTLS{store: store, clientAuth: clientAuth, nextProtos: []string{"h2"}, minVersion: minVersion}
+		if s.metricsTLS {
+			sec.metricsTLS = &listenerTLS{store: store, clientAuth: tls.NoClientCert, nextProtos: []string{"http/1.1"}, minVersion: minVersion}
+		}
+	}
+	if s.authorize {
+		sec.authorizer = service.NewAuthorizer(logger.Named("authorizer"), s.grants)
+		if len(s.grants.ClusterAction)+len(s.grants.AlterConfigs)+len(s.grants.DescribeConfigs) == 0 {
+			logger.Warn("authorization is on but no principal holds any permission: every call except health checks will be denied")
+		}
+	}
+	return sec, nil
+}
+
+// credentials returns the gRPC transport credentials (nil: plaintext).
+func (s *security) credentials() credentials.TransportCredentials {
+	if s.grpcTLS == nil {
+		return nil
+	}
+	return credentials.NewTLS(s.grpcTLS.Config())
+}
+
+// authorize returns the authorization interceptor (nil: none).
+func (s *security) authorize() grpc.UnaryServerInterceptor {
+	if s.authorizer == nil {
+		return nil
+	}
+	return s.authorizer.Unary()
+}
+
+// metricsTLSConfig returns the metrics port's TLS configuration (nil: plain HTTP).
+func (s *security) metricsTLSConfig() *tls.Config {
+	if s.metricsTLS == nil {
+		return nil
+	}
+	return s.metricsTLS.Config()
+}
+
+// reloadOnHangup re-reads the TLS files on every SIGHUP until ctx ends. Without TLS, SIGHUP keeps
+// its default action.
+func (s *security) reloadOnHangup(ctx context.Context) {
+	if s.store == nil {
+		return
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hup:
+				s.store.reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// fields describe the security set-up for the start-up log.
+func (s *security) fields() []zap.Field {
+	f := []zap.Field{
+		zap.Bool("tls", s.settings.tls),
+		zap.Bool("metrics_tls", s.settings.metricsTLS),
+		zap.Bool("authorization", s.settings.authorize),
+	}
+	if s.settings.tls {
+		f = append(f, zap.String("client_auth", s.settings.clientAuth))
+	}
+	if s.settings.authorize {
+		f = append(f, zap.String("grants", s.settings.grants.String()))
+	}
+	return f
+}

@@ -1,0 +1,174 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+// Permission is an operation a principal may be allowed to perform. The names are Kafka's ACL
+// operations for the corresponding Kafka requests.
+type Permission string
+
+// The permissions the API requires.
+const (
+	// PermissionClusterAction is required by every ShareCoordinatorService method (Kafka checks
+	// CLUSTER_ACTION on the cluster for the share-state RPCs and for FindCoordinator of share keys).
+	PermissionClusterAction Permission = "cluster_action"
+	// PermissionAlterConfigs is required by ConfigService.IncrementalAlterConfigs.
+	PermissionAlterConfigs Permission = "alter_configs"
+	// PermissionDescribeConfigs is required by ConfigService.DescribeConfigs.
+	PermissionDescribeConfigs Permission = "describe_configs"
+)
+
+// AnyPrincipal in a principal list grants the permission to every authenticated client.
+const AnyPrincipal = "*"
+
+// AuthorizerConfig lists, per permission, the principals holding it: principal names as
+// CertificatePrincipal forms them ("User:CN=..."), or AnyPrincipal. An empty list grants the
+// permission to nobody.
+type AuthorizerConfig struct {
+	ClusterAction   []string
+	AlterConfigs    []string
+	DescribeConfigs []string
+}
+
+// Authorizer decides, per unary call, whether the client may make it. The principal is the
+// client's verified certificate (PrincipalFromContext). A call without a principal is refused
+// with codes.Unauthenticated, a principal without the method's permission with
+// codes.PermissionDenied; both are logged. The health service needs no permission, so that
+// probes keep working. Methods the Authorizer does not know are refused. It is immutable and safe
+// for concurrent use.
+type Authorizer struct {
+	logger  *zap.Logger
+	grants  map[Permission]grant
+	methods map[string]Permission // full method name → required permission
+	open    map[string]bool       // services callable without a principal
+}
+
+// grant is the set of principals holding one permission.
+type grant struct {
+	anyone bool
+	names  map[string]struct{}
+}
+
+func newGrant(principals []string) grant {
+	g := grant{names: make(map[string]struct{}, len(principals))}
+	for _, p := range principals {
+		if p == AnyPrincipal {
+			g.anyone = true
+			continue
+		}
+		g.names[p] = struct{}{}
+	}
+	return g
+}
+
+func (g grant) allows(principal string) bool {
+	if g.anyone {
+		return true
+	}
+	_, ok := g.names[principal]
+	return ok
+}
+
+// NewAuthorizer returns an Authorizer granting the permissions of cfg.
+func NewAuthorizer(logger *zap.Logger, cfg AuthorizerConfig) *Authorizer {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	a := &Authorizer{
+		logger: logger,
+		grants: map[Permission]grant{
+			PermissionClusterAction:   newGrant(cfg.ClusterAction),
+			PermissionAlterConfigs:    newGrant(cfg.AlterConfigs),
+			PermissionDescribeConfigs: newGrant(cfg.DescribeConfigs),
+		},
+		methods: make(map[string]Permission),
+		open:    map[string]bool{healthpb.Health_ServiceDesc.ServiceName: true},
+	}
+	for _, m := range pb.ShareCoordinatorService_ServiceDesc.Methods {
+		a.methods[fullMethod(pb.ShareCoordinatorService_ServiceDesc.ServiceName, m.MethodName)] = PermissionClusterAction
+	}
+	cfgSvc := pb.ConfigService_ServiceDesc.ServiceName
+	a.methods[fullMethod(cfgSvc, "IncrementalAlterConfigs")] = PermissionAlterConfigs
+	a.methods[fullMethod(cfgSvc, "DescribeConfigs")] = PermissionDescribeConfigs
+	return a
+}
+
+func fullMethod(service, method string) string { return "/" + service + "/" + method }
+
+// RequiredPermission returns the permission a method (full name, "/package.Service/Method")
+// requires; ok is false for a method that needs none (the health service) or that the Authorizer
+// does not know (refused).
+func (a *Authorizer) RequiredPermission(method string) (Permission, bool) {
+	p, ok := a.methods[method]
+	return p, ok
+}
+
+// Unary returns the interceptor to install as ServerOptions.Authorize.
+func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := a.authorize(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// authorize returns nil when the client of ctx may call method, else the status error to answer.
+func (a *Authorizer) authorize(ctx context.Context, method string) error {
+	if a.open[serviceOf(method)] {
+		return nil
+	}
+	principal, authenticated := PrincipalFromContext(ctx)
+	perm, known := a.methods[method]
+	switch {
+	case !authenticated:
+		a.logger.Warn("call refused: client not authenticated",
+			zap.String("method", method), zap.String("peer", peerAddr(ctx)))
+		return status.Errorf(codes.Unauthenticated,
+			"%s needs an authenticated client: connect with TLS and present a client certificate signed by the server's client CA", method)
+	case !known:
+		a.logger.Warn("call denied: no permission is defined for the method",
+			zap.String("principal", principal), zap.String("method", method), zap.String("peer", peerAddr(ctx)))
+		return status.Errorf(codes.PermissionDenied, "%s is not allowed for any principal", method)
+	case !a.grants[perm].allows(principal):
+		a.logger.Warn("call denied",
+			zap.String("principal", principal), zap.String("method", method),
+			zap.String("permission", string(perm)), zap.String("peer", peerAddr(ctx)))
+		return status.Errorf(codes.PermissionDenied, "principal %s lacks the %s permission that %s requires", principal, perm, method)
+	}
+	return nil
+}
+
+// serviceOf returns the service of a full method name "/package.Service/Method".
+func serviceOf(method string) string {
+	s := strings.TrimPrefix(method, "/")
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+// String describes the grants, one permission per clause, for the start-up log.
+func (c AuthorizerConfig) String() string {
+	return fmt.Sprintf("cluster_action=%s alter_configs=%s describe_configs=%s",
+		strings.Join(c.ClusterAction, ";"), strings.Join(c.AlterConfigs, ";"), strings.Join(c.DescribeConfigs, ";"))
+}

@@ -1,0 +1,324 @@
+package service
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/shard"
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+func TestCertificatePrincipal(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	oid := func(ints ...int) asn1.ObjectIdentifier { return asn1.ObjectIdentifier(ints) }
+	cases := []struct {
+		name    string
+		subject pkix.RDNSequence
+		want    string
+	}{
+		{"usual order", pkix.RDNSequence{
+			{{Type: oid(2, 5, 4, 6), Value: "US"}},
+			{{Type: oid(2, 5, 4, 10), Value: "Acme"}},
+			{{Type: oid(2, 5, 4, 11), Value: "brokers"}},
+			{{Type: oid(2, 5, 4, 3), Value: "broker-1"}},
+		}, "User:CN=broker-1,OU=brokers,O=Acme,C=US"},
+		{"encoded order kept", pkix.RDNSequence{
+			{{Type: oid(2, 5, 4, 3), Value: "first"}},
+			{{Type: oid(2, 5, 4, 10), Value: "Acme"}},
+		}, "User:O=Acme,CN=first"},
+		{"escaping", pkix.RDNSequence{
+			{{Type: oid(2, 5, 4, 3), Value: `a,b+c"d\e<f>;g`}},
+		}, `User:CN=a\,b\+c\"d\\e\<f\>\;g`},
+		{"multi-valued RDN", pkix.RDNSequence{
+			{{Type: oid(2, 5, 4, 10), Value: "Acme"}},
+			{{Type: oid(2, 5, 4, 3), Value: "x"}, {Type: oid(2, 5, 4, 11), Value: "y"}},
+		}, "User:CN=x+OU=y,O=Acme"},
+		{"unknown attribute as OID", pkix.RDNSequence{
+			{{Type: oid(2, 5, 4, 97), Value: "VAT"}},
+		}, "User:2.5.4.97=#1303564154"},
+		{"empty subject", pkix.RDNSequence{}, "User:"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rawSubject, err := asn1.Marshal(tc.subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cert := ca.issueRaw(t, rawSubject)
+			if got := CertificatePrincipal(cert.Leaf); got != tc.want {
+				t.Fatalf("principal = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// stubPartition answers every operation with success and no state.
+type stubPartition struct{}
+
+func (stubPartition) Initialize(context.Context, shard.InitializeRequest) shard.Result {
+	return shard.Result{}
+}
+func (stubPartition) Read(context.Context, shard.ReadRequest) shard.ReadResult {
+	return shard.ReadResult{StartOffset: -1}
+}
+func (stubPartition) Write(context.Context, shard.WriteRequest) shard.Result   { return shard.Result{} }
+func (stubPartition) Delete(context.Context, shard.DeleteRequest) shard.Result { return shard.Result{} }
+func (stubPartition) ReadSummary(context.Context, shard.SummaryRequest) shard.SummaryResult {
+	return shard.SummaryResult{}
+}
+
+// stubConfigs answers every resource with success.
+type stubConfigs struct{}
+
+func (stubConfigs) IncrementalAlterConfigs(rs []groupcfg.AlterResource, _ bool) []groupcfg.AlterResult {
+	out := make([]groupcfg.AlterResult, len(rs))
+	for i, r := range rs {
+		out[i] = groupcfg.AlterResult{Type: r.Type, Name: r.Name}
+	}
+	return out
+}
+
+func (stubConfigs) DescribeConfigs(rs []groupcfg.DescribeResource, _, _ bool) []groupcfg.DescribeResult {
+	out := make([]groupcfg.DescribeResult, len(rs))
+	for i, r := range rs {
+		out[i] = groupcfg.DescribeResult{Type: r.Type, Name: r.Name}
+	}
+	return out
+}
+
+// authFixture is a TLS gRPC server with an Authorizer, its CA and its log.
+type authFixture struct {
+	addr   string
+	ca     *testCA
+	logs   *observer.ObservedLogs
+	server tls.Certificate
+}
+
+func startAuthServer(t *testing.T, clientAuth tls.ClientAuthType, grants AuthorizerConfig) *authFixture {
+	t.Helper()
+	ca := newTestCA(t, "test CA")
+	fx := &authFixture{ca: ca, server: ca.issue(t, pkix.Name{CommonName: "coordinatord"}, true)}
+	core, logs := observer.New(zap.InfoLevel)
+	fx.logs = logs
+	logger := zap.New(core)
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{fx.server}, ClientAuth: clientAuth, ClientCAs: ca.pool})
+	srv := NewServer(logger, NewStateServer(logger, []Partition{stubPartition{}}, StateOptions{}), NewConfigServer(logger, stubConfigs{}),
+		ServerOptions{Credentials: creds, Authorize: NewAuthorizer(logger, grants).Unary()})
+	srv.SetServing(true)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.addr = lis.Addr().String()
+	done := make(chan error, 1)
+	go func() { done <- srv.GRPC.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.GRPC.Stop()
+		<-done
+	})
+	return fx
+}
+
+// dial connects with a client certificate for subject (none when subject is nil).
+func (fx *authFixture) dial(t *testing.T, subject *pkix.Name) *grpc.ClientConn {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: fx.ca.pool, ServerName: "localhost"}
+	if subject != nil {
+		cfg.Certificates = []tls.Certificate{fx.ca.issue(t, *subject, false)}
+	}
+	conn, err := grpc.NewClient(fx.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// rpcCalls makes one call of every method on conn, by method name.
+func rpcCalls(ctx context.Context, conn *grpc.ClientConn) map[string]func() error {
+	st, cfg, h := pb.NewShareCoordinatorServiceClient(conn), pb.NewConfigServiceClient(conn), healthpb.NewHealthClient(conn)
+	return map[string]func() error{
+		"Initialize": func() error { _, err := st.InitializeShareGroupState(ctx, initReq("g", topicA, 0, 1, 0)); return err },
+		"Read":       func() error { _, err := st.ReadShareGroupState(ctx, readReq("g", topicA, 0, 1)); return err },
+		"Write":      func() error { _, err := st.WriteShareGroupState(ctx, writeReq("g", topicA, 0, 1, 1, 0)); return err },
+		"Delete": func() error {
+			_, err := st.DeleteShareGroupState(ctx, &pb.DeleteShareGroupStateRequest{GroupId: "g",
+				Topics: []*pb.DeleteStateTopic{{TopicId: topicA, Partitions: []*pb.DeleteStatePartition{{Partition: 0}}}}})
+			return err
+		},
+		"Summary": func() error {
+			_, err := st.ReadShareGroupStateSummary(ctx, &pb.ReadShareGroupStateSummaryRequest{GroupId: "g",
+				Topics: []*pb.ReadStateSummaryTopic{{TopicId: topicA, Partitions: []*pb.ReadStateSummaryPartition{{Partition: 0}}}}})
+			return err
+		},
+		"FindCoordinator": func() error {
+			_, err := st.FindCoordinator(ctx, &pb.FindCoordinatorRequest{Keys: []string{"g:" + topicA + ":0"}})
+			return err
+		},
+		"Alter": func() error {
+			_, err := cfg.IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{Resources: []*pb.AlterConfigsResource{
+				alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g", pb.ConfigOperation_CONFIG_OPERATION_DELETE, snapshotOverride, nil)}})
+			return err
+		},
+		"Describe": func() error {
+			_, err := cfg.DescribeConfigs(ctx, &pb.DescribeConfigsRequest{Resources: []*pb.DescribeConfigsResource{
+				{ResourceType: pb.ResourceType_RESOURCE_TYPE_GROUP, ResourceName: "g"}}})
+			return err
+		},
+		"Health": func() error { _, err := h.Check(ctx, &healthpb.HealthCheckRequest{}); return err },
+	}
+}
+
+// stateMethods names the ShareCoordinatorService calls of rpcCalls.
+func stateMethods() []string {
+	return []string{"Initialize", "Read", "Write", "Delete", "Summary", "FindCoordinator"}
+}
+
+// TestAuthorizationPerRPC checks every method for clients holding different permissions, a client
+// without a certificate (client auth "requested") and the log lines of refusals.
+func TestAuthorizationPerRPC(t *testing.T) {
+	broker := pkix.Name{CommonName: "broker-1", Organization: []string{"Acme"}}
+	admin := pkix.Name{CommonName: "admin", Organization: []string{"Acme"}}
+	other := pkix.Name{CommonName: "someone", Organization: []string{"Elsewhere"}}
+	fx := startAuthServer(t, tls.VerifyClientCertIfGiven, AuthorizerConfig{
+		ClusterAction:   []string{"User:CN=broker-1,O=Acme"},
+		AlterConfigs:    []string{"User:CN=admin,O=Acme"},
+		DescribeConfigs: []string{AnyPrincipal},
+	})
+	ok, denied, unauth := codes.OK, codes.PermissionDenied, codes.Unauthenticated
+	want := func(state, alter, describe codes.Code) map[string]codes.Code {
+		m := map[string]codes.Code{"Alter": alter, "Describe": describe, "Health": codes.OK}
+		for _, s := range stateMethods() {
+			m[s] = state
+		}
+		return m
+	}
+	clients := []struct {
+		name    string
+		subject *pkix.Name
+		want    map[string]codes.Code
+	}{
+		{"broker", &broker, want(ok, denied, ok)},
+		{"admin", &admin, want(denied, ok, ok)},
+		{"other", &other, want(denied, denied, ok)},
+		{"no certificate", nil, want(unauth, unauth, unauth)},
+	}
+	for _, c := range clients {
+		t.Run(c.name, func(t *testing.T) {
+			calls := rpcCalls(ctxT(t), fx.dial(t, c.subject))
+			for method, call := range calls {
+				if got := status.Code(call()); got != c.want[method] {
+					t.Errorf("%s: %v, want %v", method, got, c.want[method])
+				}
+			}
+		})
+	}
+	denials := fx.logs.FilterMessage("call denied").All()
+	if len(denials) == 0 {
+		t.Fatal("no denial was logged")
+	}
+	found := false
+	for _, e := range denials {
+		f := e.ContextMap()
+		if f["principal"] == "User:CN=admin,O=Acme" && f["permission"] == "cluster_action" &&
+			f["method"] == "/sharecoord.v1.ShareCoordinatorService/WriteShareGroupState" && f["peer"] != "" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no denial log line for admin's Write naming principal, permission, method and peer: %v", denials)
+	}
+	if n := fx.logs.FilterMessage("call refused: client not authenticated").Len(); n != 8 {
+		t.Fatalf("%d unauthenticated refusals logged, want 8", n)
+	}
+}
+
+// TestRequiredClientCertificate: with client auth required, a client without a certificate, or
+// with one from another CA, cannot even connect; a plaintext client neither.
+func TestRequiredClientCertificate(t *testing.T) {
+	fx := startAuthServer(t, tls.RequireAndVerifyClientCert, AuthorizerConfig{ClusterAction: []string{AnyPrincipal}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stranger := newTestCA(t, "other CA").issue(t, pkix.Name{CommonName: "broker-1"}, false)
+	for name, creds := range map[string]credentials.TransportCredentials{
+		"no certificate":   credentials.NewTLS(&tls.Config{RootCAs: fx.ca.pool, ServerName: "localhost"}),
+		"foreign CA":       credentials.NewTLS(&tls.Config{RootCAs: fx.ca.pool, ServerName: "localhost", Certificates: []tls.Certificate{stranger}}),
+		"plaintext":        insecure.NewCredentials(),
+		"untrusted server": credentials.NewTLS(&tls.Config{RootCAs: newTestCA(t, "x").pool, ServerName: "localhost"}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := grpc.NewClient(fx.addr, grpc.WithTransportCredentials(creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_, err = pb.NewShareCoordinatorServiceClient(conn).FindCoordinator(ctx, &pb.FindCoordinatorRequest{Keys: []string{"g:" + topicA + ":0"}})
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("call = %v, want Unavailable (no connection)", err)
+			}
+		})
+	}
+	good := fx.dial(t, &pkix.Name{CommonName: "anyone"})
+	if _, err := pb.NewShareCoordinatorServiceClient(good).FindCoordinator(ctx, &pb.FindCoordinatorRequest{Keys: []string{"g:" + topicA + ":0"}}); err != nil {
+		t.Fatalf("with a certificate of the CA: %v", err)
+	}
+}
+
+func TestRequiredPermission(t *testing.T) {
+	a := NewAuthorizer(nil, AuthorizerConfig{})
+	for _, m := range pb.ShareCoordinatorService_ServiceDesc.Methods {
+		if p, ok := a.RequiredPermission("/sharecoord.v1.ShareCoordinatorService/" + m.MethodName); !ok || p != PermissionClusterAction {
+			t.Errorf("%s: %v %v", m.MethodName, p, ok)
+		}
+	}
+	for _, m := range pb.ConfigService_ServiceDesc.Methods {
+		p, ok := a.RequiredPermission("/sharecoord.v1.ConfigService/" + m.MethodName)
+		if !ok || (p != PermissionAlterConfigs && p != PermissionDescribeConfigs) {
+			t.Errorf("%s: %v %v", m.MethodName, p, ok)
+		}
+	}
+	if _, ok := a.RequiredPermission("/grpc.health.v1.Health/Check"); ok {
+		t.Error("health needs a permission")
+	}
+	// A method the authorizer does not know is refused, even for a principal holding everything.
+	a = NewAuthorizer(nil, AuthorizerConfig{ClusterAction: []string{AnyPrincipal}, AlterConfigs: []string{AnyPrincipal}, DescribeConfigs: []string{AnyPrincipal}})
+	unknown := "/sharecoord.v1.ShareCoordinatorService/Unknown"
+	if err := a.authorize(context.Background(), unknown); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("unknown method without a principal: %v", err)
+	}
+	leaf := newTestCA(t, "ca").issue(t, pkix.Name{CommonName: "c"}, false).Leaf
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{}, AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+		PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf}}}}})
+	if p, ok := PrincipalFromContext(ctx); !ok || p != "User:CN=c" {
+		t.Fatalf("principal = %q, %v", p, ok)
+	}
+	if err := a.authorize(ctx, unknown); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("unknown method with a principal: %v", err)
+	}
+	if err := a.authorize(ctx, "/sharecoord.v1.ConfigService/DescribeConfigs"); err != nil {
+		t.Errorf("known method with a principal: %v", err)
+	}
+	// An unverified certificate is no principal.
+	unverified := peer.NewContext(context.Background(), &peer.Peer{AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+		PeerCertificates: []*x509.Certificate{leaf}}}})
+	if _, ok := PrincipalFromContext(unverified); ok {
+		t.Error("a certificate that was not verified gave a principal")
+	}
+}
