@@ -72,6 +72,44 @@ deploy-e2e:
 deploy-generate:
 	cd deploy && $(GO) generate ./...
 
+# ---- benchmarks (docs/benchmarks.md, docs/snapshot-tuning.md) ----
+.PHONY: bench-packages bench-tradeoff bench-fsync bench-restart bench-load
+
+BENCH_DIR ?= $(CURDIR)/bin/bench-data
+BENCH_OUT ?= $(CURDIR)/bin/bench-out
+BENCHSTAT ?= $(shell $(GO) env GOPATH)/bin/benchstat
+
+## bench-packages: the statelog, shard and groupcfg benchmarks, 6 runs each, summarized by benchstat
+## (go install golang.org/x/perf/cmd/benchstat@latest).
+bench-packages:
+	@mkdir -p $(BENCH_OUT)
+	$(GO) test -run '^$$' -bench . -count 6 ./internal/statelog/ ./internal/shard/ ./internal/groupcfg/ | tee $(BENCH_OUT)/packages.txt
+	$(BENCHSTAT) $(BENCH_OUT)/packages.txt
+
+## bench-tradeoff: the snapshot-limit study of docs/snapshot-tuning.md; writes its CSV, Markdown and
+## plots into docs/img.
+bench-tradeoff: build
+	bin/coordinatord bench snapshot-tradeoff --allow-out-of-range-limits --data-dir $(BENCH_DIR)/tradeoff \
+	  --share-partitions 100 --state-batches 50 --batches-per-write 2 --cold-interval 5s --segment-bytes 8MiB \
+	  --max-replay 250ms --max-log-growth 1.05MiB --slo-write-rate 10000 --out docs/img
+
+## bench-fsync: one small append + fdatasync on the benchmark disk (the durable-write floor).
+bench-fsync: build
+	@mkdir -p $(BENCH_DIR)
+	bin/coordinatord bench fsync --dir $(BENCH_DIR)
+
+## bench-restart: restart time of 50 partitions holding 1 GiB against the sequential read time
+## (drops the page cache: run as root).
+bench-restart: build
+	bin/coordinatord bench restart --data-dir $(BENCH_DIR)/restart --drop-caches --runs 3
+
+## bench-load: durable writes vs the health-check baseline against a server on 127.0.0.1:7070
+## (start one first: bin/coordinatord serve --data-dir $(BENCH_DIR)/serve).
+bench-load: build
+	bin/coordinatord bench load --target 127.0.0.1:7070 --concurrency 64 --connections 4 --duration 20s --warmup 5s
+	bin/coordinatord bench load --target 127.0.0.1:7070 --concurrency 1 --connections 1 --duration 20s --warmup 5s \
+	  --fsync-dir $(BENCH_DIR)/serve
+
 # ---- reliability (docs/reliability.md) ----
 .PHONY: crashtest soak fuzz-long
 

@@ -107,6 +107,6 @@ func newRootCommand(e env) *cobra.Command {
 	}
 	sf.register(serveCmd)
 
-	root.AddCommand(serveCmd, newDumpLogCommand(e), newCheckConfigCommand(e), newRepairLogCommand(e))
+	root.AddCommand(serveCmd, newDumpLogCommand(e), newCheckConfigCommand(e), newRepairLogCommand(e), newBenchCommand(e))
 	return root
 }

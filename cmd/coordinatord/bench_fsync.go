@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
+)
+
+// fsyncFlags are the flags of `bench fsync`.
+type fsyncFlags struct {
+	dir     string
+	samples int
+	bytes   int
+}
+
+func (f *fsyncFlags) validate() error {
+	var errs []error
+	if f.dir == "" {
+		errs = append(errs, errors.New("--dir: want the directory whose disk to measure (the server's --data-dir)"))
+	}
+	if f.samples < 1 {
+		errs = append(errs, fmt.Errorf("--samples %d: want at least 1", f.samples))
+	}
+	if f.bytes < 1 || f.bytes > 64<<20 {
+		errs = append(errs, fmt.Errorf("--bytes %d: want 1 to %d", f.bytes, 64<<20))
+	}
+	return errors.Join(errs...)
+}
+
+func newBenchFsyncCommand(e env) *cobra.Command {
+	f := &fsyncFlags{}
+	cmd := &cobra.Command{
+		Use:   "fsync",
+		Short: "Measure one small append + fdatasync on a directory's disk (the durable-write floor)",
+		Long: "fsync appends --bytes to a scratch file in --dir and calls fdatasync, --samples times, and prints\n" +
+			"the latency distribution of the fdatasync calls and of each write+fdatasync pair. Run it on the\n" +
+			"server's data directory: its p50 is the \"one fdatasync\" of the write-latency target.",
+		Args: args(cobra.NoArgs),
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return badConfig(err)
+			}
+			res, err := diskprobe.SyncLatency(f.dir, f.samples, f.bytes)
+			if err != nil {
+				return err
+			}
+			printSyncResult(e, res)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.dir, "dir", "", "directory on the disk to measure (e.g. the server's --data-dir)")
+	fs.IntVar(&f.samples, "samples", 2000, "number of append+fdatasync pairs")
+	fs.IntVar(&f.bytes, "bytes", 256, "bytes appended before each fdatasync (about one write's frame)")
+	return cmd
+}
+
+func printSyncResult(e env, r diskprobe.SyncResult) {
+	fmt.Fprintf(e.stdout, "fdatasync on %s: %d samples of a %d-byte append\n\n", r.Dir, r.Samples, r.Bytes)
+	fmt.Fprintln(e.stdout, "| measured | p50 | p90 | p99 | p99.9 | max |")
+	fmt.Fprintln(e.stdout, "|---|---:|---:|---:|---:|---:|")
+	for _, row := range []struct {
+		name string
+		s    latency.Summary
+	}{{"fdatasync", r.Sync}, {"write + fdatasync", r.WriteSync}} {
+		fmt.Fprintf(e.stdout, "| %s | %s | %s | %s | %s | %s |\n", row.name, latency.Format(row.s.P50),
+			latency.Format(row.s.P90), latency.Format(row.s.P99), latency.Format(row.s.P999), latency.Format(row.s.Max))
+	}
+}

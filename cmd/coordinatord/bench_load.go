@@ -1,0 +1,145 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/loadgen"
+)
+
+// Targets of docs/benchmarks.md that `bench load` checks.
+const (
+	targetThroughputRatio = 0.85 // write ÷ health calls per second at 64 in flight, at least
+	targetP50Factor       = 1.2  // write p50 ≤ factor × (health p50 + fdatasync p50) at 1 in flight
+)
+
+// loadFlags are the flags of `bench load`.
+type loadFlags struct {
+	cfg          loadgen.Config
+	phases       []string
+	output       string
+	quiet        bool
+	fsyncDir     string
+	fsyncSamples int
+}
+
+func (f *loadFlags) config() (loadgen.Config, error) {
+	cfg := f.cfg
+	cfg.Phases = nil
+	var errs []error
+	for _, p := range f.phases {
+		k, err := loadgen.ParseKind(strings.TrimSpace(p))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--phases: %w", err))
+			continue
+		}
+		cfg.Phases = append(cfg.Phases, k)
+	}
+	if f.output != "markdown" && f.output != "json" {
+		errs = append(errs, fmt.Errorf("--output %q: want markdown or json", f.output))
+	}
+	if f.fsyncDir != "" && f.fsyncSamples < 1 {
+		errs = append(errs, fmt.Errorf("--fsync-samples %d: want at least 1", f.fsyncSamples))
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func newBenchLoadCommand(e env) *cobra.Command {
+	f := &loadFlags{}
+	cmd := &cobra.Command{
+		Use:   "load",
+		Short: "End-to-end gRPC load against a running server: durable writes vs the health-check baseline",
+		Long: "load keeps --concurrency calls in flight over --connections connections against --target, first\n" +
+			"grpc.health.v1.Health/Check (the baseline: no durable work), then WriteShareGroupState on --keys\n" +
+			"share partitions of --group (initialized first), each phase --warmup unrecorded then --duration\n" +
+			"recorded. It prints throughput, p50/p90/p99/p99.9 latency and errors per phase and their ratios.\n" +
+			"With --fsync-dir (the server's data directory, same machine) it also measures one fdatasync there\n" +
+			"and checks the write-latency target: write p50 <= 1.2 x (health p50 + fdatasync p50).",
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config()
+			if err != nil {
+				return badConfig(err)
+			}
+			if !f.quiet {
+				cfg.Progress = e.stderr
+			}
+			rep, err := loadgen.Run(cmd.Context(), cfg)
+			if rep != nil && len(rep.Phases) > 0 {
+				if werr := writeLoadReport(e, f, rep); werr != nil && err == nil {
+					err = werr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			return checkLoadTargets(e, f, rep)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.cfg.Target, "target", "127.0.0.1:7070", "host:port of the server's gRPC listener")
+	fs.IntVar(&f.cfg.Concurrency, "concurrency", 64, "calls in flight")
+	fs.IntVar(&f.cfg.Connections, "connections", 4, "client connections (calls are spread over them)")
+	fs.IntVar(&f.cfg.Keys, "keys", 1000, "share partitions written, round-robin")
+	fs.IntVar(&f.cfg.BatchesPerWrite, "batches-per-write", 2, "state batches in each write")
+	fs.DurationVar(&f.cfg.Duration, "duration", 20*time.Second, "recorded time per phase")
+	fs.DurationVar(&f.cfg.Warmup, "warmup", 5*time.Second, "unrecorded time before each phase's recording")
+	fs.StringVar(&f.cfg.GroupID, "group", "bench-load", "share group of the written share partitions")
+	fs.StringVar(&f.cfg.TopicID, "topic-id", loadgen.DefaultTopicID, "topic id of the written share partitions")
+	fs.StringSliceVar(&f.phases, "phases", []string{"health", "write"}, "phases to run, in order: health, write")
+	fs.DurationVar(&f.cfg.ProgressEvery, "progress-every", time.Second, "interval of the progress lines on stderr")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
+	fs.StringVar(&f.output, "output", "markdown", "report format: markdown or json")
+	fs.StringVar(&f.fsyncDir, "fsync-dir", "", "also measure fdatasync in this directory (the server's --data-dir) and check the p50 target")
+	fs.IntVar(&f.fsyncSamples, "fsync-samples", 2000, "fdatasync samples for --fsync-dir")
+	return cmd
+}
+
+func writeLoadReport(e env, f *loadFlags, rep *loadgen.Report) error {
+	if f.output == "json" {
+		return rep.WriteJSON(e.stdout)
+	}
+	return rep.WriteMarkdown(e.stdout)
+}
+
+// checkLoadTargets prints how the run compares with the targets that apply to its shape. It only
+// informs: the exit status says whether the run worked, not whether a target was met.
+func checkLoadTargets(e env, f *loadFlags, rep *loadgen.Report) error {
+	if f.output == "json" {
+		return nil
+	}
+	q, ok := rep.Ratios()
+	if !ok {
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "\nthroughput write ÷ health = %.3f at %d in flight (target >= %.2f at 64 in flight)\n",
+		q.Throughput, rep.Config.Concurrency, targetThroughputRatio)
+	if f.fsyncDir == "" {
+		return nil
+	}
+	res, err := diskprobe.SyncLatency(f.fsyncDir, f.fsyncSamples, 256)
+	if err != nil {
+		return err
+	}
+	w, _ := rep.Phase(loadgen.KindWrite)
+	h, _ := rep.Phase(loadgen.KindHealth)
+	bound := time.Duration(targetP50Factor * float64(h.Latency.P50+res.Sync.P50))
+	verdict := "met"
+	if w.Latency.P50 > bound {
+		verdict = "missed"
+	}
+	fmt.Fprintf(e.stdout, "fdatasync p50 on %s = %s (%d samples)\n", f.fsyncDir, latency.Format(res.Sync.P50), res.Samples)
+	fmt.Fprintf(e.stdout, "write p50 %s vs %.1f x (health p50 %s + fdatasync p50 %s) = %s at %d in flight: %s (the target applies at 1 in flight)\n",
+		latency.Format(w.Latency.P50), targetP50Factor, latency.Format(h.Latency.P50), latency.Format(res.Sync.P50),
+		latency.Format(bound), rep.Config.Concurrency, verdict)
+	return nil
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runBench runs the command line in this process and returns stdout, stderr and the exit status.
+func runBench(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := run(ctx, args, env{stdout: &stdout, stderr: &stderr})
+	return stdout.String(), stderr.String(), code
+}
+
+// TestBenchFlagValidation checks that every invalid benchmark invocation stops before doing
+// anything, with exit status 2 and a message naming the flag.
+func TestBenchFlagValidation(t *testing.T) {
+	out := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"limit past the validator", []string{"bench", "snapshot-tradeoff", "--out", out, "--limits", "500,2000"},
+			[]string{"limit 2000", "[200, 1000]", "--allow-out-of-range-limits"}},
+		{"limit below the validator", []string{"bench", "snapshot-tradeoff", "--out", out, "--limits", "100"}, []string{"limit 100"}},
+		{"unknown cold mode", []string{"bench", "snapshot-tradeoff", "--out", out, "--cold-snapshots", "maybe"}, []string{"--cold-snapshots \"maybe\""}},
+		{"writes and duration", []string{"bench", "snapshot-tradeoff", "--out", out, "--writes", "10", "--duration", "1s"}, []string{"not both"}},
+		{"bad growth SLO", []string{"bench", "snapshot-tradeoff", "--out", out, "--max-log-growth", "lots"}, []string{"--max-log-growth"}},
+		{"negative SLO write rate", []string{"bench", "snapshot-tradeoff", "--out", out, "--slo-write-rate", "-1"}, []string{"--slo-write-rate -1"}},
+		{"bad segment size", []string{"bench", "snapshot-tradeoff", "--out", out, "--segment-bytes", "12"}, []string{"segment bytes 12"}},
+		{"batches per write past the window", []string{"bench", "snapshot-tradeoff", "--out", out, "--state-batches", "2", "--batches-per-write", "3"}, []string{"batches per write 3"}},
+		{"load without concurrency", []string{"bench", "load", "--concurrency", "0"}, []string{"concurrency 0"}},
+		{"load unknown phase", []string{"bench", "load", "--phases", "health,read"}, []string{"unknown phase \"read\""}},
+		{"load bad output", []string{"bench", "load", "--output", "xml"}, []string{"--output \"xml\""}},
+		{"fsync without dir", []string{"bench", "fsync"}, []string{"--dir"}},
+		{"fsync no samples", []string{"bench", "fsync", "--dir", out, "--samples", "0"}, []string{"--samples 0"}},
+		{"restart without data dir", []string{"bench", "restart"}, []string{"--data-dir"}},
+		{"restart bad bytes", []string{"bench", "restart", "--data-dir", out, "--bytes", "-3"}, []string{"--bytes"}},
+		{"unknown bench", []string{"bench", "nope"}, []string{"nope"}},
+		{"bench without a subcommand", []string{"bench"}, []string{"bench needs a subcommand"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := runBench(t, tc.args...)
+			if code != exitBadConfig {
+				t.Fatalf("exit status %d, want %d; stderr:\n%s", code, exitBadConfig, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"512", 512, true}, {"8MiB", 8 << 20, true}, {"1.5 GiB", 1.5 * (1 << 30), true}, {"4KB", 4000, true},
+		{"2 MB", 2e6, true}, {"10B", 10, true}, {"", 0, false}, {"-1", 0, false}, {"MiB", 0, false}, {"3 parsecs", 0, false},
+	}
+	for _, tc := range tests {
+		got, err := parseBytes(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
+			t.Errorf("parseBytes(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestBenchSnapshotTradeoffSmoke runs a tiny study end to end and checks every output.
+func TestBenchSnapshotTradeoffSmoke(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	stdout, stderr, code := runBench(t, "bench", "snapshot-tradeoff", "--out", out, "--data-dir", t.TempDir(),
+		"--share-partitions", "4", "--state-batches", "6", "--limits", "200,1000", "--cold-snapshots", "off",
+		"--segment-bytes", "16KiB", "--writes", "300", "--max-replay", "1m", "--max-log-growth", "1GiB", "--slo-write-rate", "1000", "--quiet")
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"| 200 | off |", "| 1000 | off |", "largest limit meeting both (cold snapshots off): 1000"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, name := range []string{tradeoffCSV, tradeoffMarkdown, "snapshot-tradeoff-replay.png", "snapshot-tradeoff-growth.png", "snapshot-tradeoff-lag.png"} {
+		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
+			t.Errorf("output %s missing or empty: %v", name, err)
+		}
+	}
+
+	// The same study reported again from its CSV with a tighter replay objective.
+	again := filepath.Join(t.TempDir(), "again")
+	stdout2, stderr, code := runBench(t, "bench", "snapshot-tradeoff", "--out", again, "--from-csv", filepath.Join(out, tradeoffCSV),
+		"--max-replay", "1ns")
+	if code != exitOK {
+		t.Fatalf("--from-csv: exit status %d; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stdout2, "no measured limit meets both (cold snapshots off)") || !strings.Contains(stdout2, "| 1000 | off |") {
+		t.Fatalf("--from-csv stdout:\n%s", stdout2)
+	}
+	if _, stderr, code := runBench(t, "bench", "snapshot-tradeoff", "--out", again, "--from-csv", filepath.Join(out, tradeoffMarkdown)); code != exitBadConfig {
+		t.Fatalf("--from-csv of a non-CSV file: exit status %d, want %d; stderr:\n%s", code, exitBadConfig, stderr)
+	}
+}
+
+// TestBenchFsyncSmoke measures a few syncs in a temporary directory.
+func TestBenchFsyncSmoke(t *testing.T) {
+	stdout, stderr, code := runBench(t, "bench", "fsync", "--dir", t.TempDir(), "--samples", "10")
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stdout, "| fdatasync |") || !strings.Contains(stdout, "10 samples") {
+		t.Fatalf("stdout:\n%s", stdout)
+	}
+}
+
+// TestBenchLoadAgainstServer runs `bench load` against the real server binary.
+func TestBenchLoadAgainstServer(t *testing.T) {
+	p := startProc(t, t.TempDir())
+	stdout, stderr, code := runBench(t, "bench", "load", "--target", p.grpcAddr, "--concurrency", "4", "--connections", "2",
+		"--keys", "10", "--duration", "300ms", "--warmup", "250ms", "--progress-every", "100ms", "--fsync-dir", p.dataDir, "--fsync-samples", "10")
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"| health |", "| write |", "| write ÷ health |", "throughput write ÷ health", "fdatasync p50 on"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "warm-up") {
+		t.Errorf("no progress lines on stderr:\n%s", stderr)
+	}
+	stdout, stderr, code = runBench(t, "bench", "load", "--target", p.grpcAddr, "--phases", "write", "--duration", "200ms",
+		"--warmup", "0s", "--output", "json", "--quiet")
+	if code != exitOK || !strings.Contains(stdout, "\"kind\": \"write\"") || stderr != "" {
+		t.Fatalf("json run: exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}

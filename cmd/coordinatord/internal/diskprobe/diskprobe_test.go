@@ -1,0 +1,78 @@
+package diskprobe
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestSyncLatency(t *testing.T) {
+	dir := t.TempDir()
+	res, err := SyncLatency(dir, 20, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Samples != 20 || res.Sync.Count != 20 || res.WriteSync.Count != 20 {
+		t.Fatalf("want 20 samples of each, got %+v", res)
+	}
+	if res.Sync.P50 <= 0 || res.WriteSync.P50 < res.Sync.P50 {
+		t.Fatalf("want 0 < sync p50 <= write+sync p50, got %v and %v", res.Sync.P50, res.WriteSync.P50)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("the scratch file was left behind: %v", entries)
+	}
+}
+
+func TestSyncLatencyRejectsBadInput(t *testing.T) {
+	tests := []struct {
+		name    string
+		dir     string
+		n, size int
+	}{
+		{name: "no samples", dir: t.TempDir(), n: 0, size: 10},
+		{name: "no bytes", dir: t.TempDir(), n: 1, size: 0},
+		{name: "missing directory", dir: filepath.Join(t.TempDir(), "absent"), n: 1, size: 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := SyncLatency(tc.dir, tc.n, tc.size); err == nil {
+				t.Fatal("want an error")
+			}
+		})
+	}
+}
+
+func TestReadBandwidth(t *testing.T) {
+	dir := t.TempDir()
+	sizes := []int{0, 1, 4096, 100_000}
+	var paths []string
+	total := 0
+	for i, n := range sizes {
+		p := filepath.Join(dir, string(rune('a'+i)))
+		if err := os.WriteFile(p, make([]byte, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+		total += n
+	}
+	res, err := ReadBandwidth(paths, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Bytes != int64(total) || res.Files != len(sizes) {
+		t.Fatalf("read %d bytes of %d files, want %d of %d", res.Bytes, res.Files, total, len(sizes))
+	}
+	if res.BytesPerSecond() <= 0 {
+		t.Fatalf("bandwidth %v, want > 0", res.BytesPerSecond())
+	}
+	if _, err := ReadBandwidth(append(paths, filepath.Join(dir, "absent")), 1000); err == nil {
+		t.Fatal("a missing file: want an error")
+	}
+	if _, err := ReadBandwidth(paths, 0); err == nil {
+		t.Fatal("no buffer: want an error")
+	}
+}

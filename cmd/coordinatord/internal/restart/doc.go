@@ -1,0 +1,12 @@
+// Package restart measures how long coordinatord takes to restart: to replay every state
+// partition's log until all are ACTIVE, as the server does at start (all partitions open at
+// once and load concurrently), against the physical floor of reading the same bytes
+// sequentially from the same disk.
+//
+// Generate builds a reproducible data directory: the server's layout
+// (DATA_DIR/__share_group_state-<p>/), written through real shards with the server's defaults,
+// by a deterministic workload (share partitions of one group routed to state partitions with the
+// server's hash, each written round-robin) until the logs hold the requested bytes. Measure then
+// drops the page cache, reads every segment file sequentially to obtain the floor, drops the
+// cache again and times the restart.
+package restart

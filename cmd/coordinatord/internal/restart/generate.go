@@ -1,0 +1,216 @@
+package restart
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
+	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
+)
+
+// markerFile records, in the data directory, the spec that generated it.
+const markerFile = "restart-bench.json"
+
+// Spec describes the data directory to generate.
+type Spec struct {
+	Partitions int            // state partitions (share.coordinator.state.topic.num.partitions)
+	Bytes      int64          // total log bytes to reach
+	Limit      int            // snapshot limit (share.snapshot.update.records.per.snapshot)
+	Shape      workload.Shape // the written share partitions
+}
+
+// Validate reports every invalid field at once.
+func (s Spec) Validate() error {
+	var errs []error
+	if s.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("partitions %d: want at least 1", s.Partitions))
+	}
+	if s.Bytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("bytes %d: want at least 1 MiB", s.Bytes))
+	}
+	if s.Limit < 0 {
+		errs = append(errs, fmt.Errorf("limit %d: want 0 or more", s.Limit))
+	}
+	if err := s.Shape.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// fixedLimit is a Provider answering the same limit for every group.
+type fixedLimit int
+
+func (f fixedLimit) SnapshotUpdateRecordsPerSnapshot(string) int { return int(f) }
+
+// brokerDefaults are the server's broker-level defaults for a given number of partitions.
+func brokerDefaults(partitions int) (groupcfg.Broker, error) {
+	st, err := groupcfg.LoadStatic(groupcfg.Sources{Overrides: []string{
+		"share.coordinator.state.topic.num.partitions=" + strconv.Itoa(partitions),
+	}})
+	if err != nil {
+		return groupcfg.Broker{}, err
+	}
+	return st.Broker(), nil
+}
+
+// shardOptions are the options the server gives partition p.
+func shardOptions(dataDir string, p int, b groupcfg.Broker) shard.Options {
+	return shard.Options{
+		Partition: p,
+		DataDir:   dataDir,
+		Log: statelog.Options{
+			SegmentBytes:    int64(b.SegmentBytes()),
+			ReadBufferBytes: b.LoadBufferSize(),
+		},
+		AppendLingerMs: b.AppendLingerMs(),
+		WriteTimeout:   time.Minute,
+	}
+}
+
+// Generated tells whether dataDir holds logs generated for spec.
+func Generated(dataDir string, spec Spec) bool {
+	b, err := os.ReadFile(filepath.Join(dataDir, markerFile))
+	if err != nil {
+		return false
+	}
+	var got Spec
+	return json.Unmarshal(b, &got) == nil && got == spec
+}
+
+// Generate empties dataDir and fills it with spec's logs, writing with concurrency writes in
+// flight; progress (if not nil) gets a line every few seconds. It returns the bytes written.
+func Generate(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec, concurrency int, progress io.Writer) (int64, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if err := spec.Validate(); err != nil {
+		return 0, err
+	}
+	if concurrency < 1 {
+		return 0, fmt.Errorf("concurrency %d: want at least 1", concurrency)
+	}
+	b, err := brokerDefaults(spec.Partitions)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.RemoveAll(dataDir); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return 0, err
+	}
+	shards := make([]*shard.Shard, spec.Partitions)
+	for p := range shards {
+		shards[p] = shard.Open(logger, fixedLimit(spec.Limit), shardOptions(dataDir, p, b))
+	}
+	defer closeAll(shards)
+	for _, s := range shards {
+		if err := s.WaitLoaded(ctx); err != nil {
+			return 0, err
+		}
+	}
+	size := func() int64 {
+		var n int64
+		for _, s := range shards {
+			n += s.Stats().LogSize
+		}
+		return n
+	}
+
+	parts := make([]*workload.Partition, spec.Shape.SharePartitions)
+	route := make([]*shard.Shard, len(parts))
+	for i := range parts {
+		parts[i] = spec.Shape.NewPartition(i)
+		route[i] = shards[shard.PartitionFor(parts[i].Key().CoordinatorKey(), spec.Partitions)]
+	}
+	workers := min(concurrency, len(parts))
+	var full atomic.Bool
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			var buf []shard.StateBatch
+			for i := w; i < len(parts); i += workers {
+				if r := route[i].Initialize(ctx, parts[i].Initialize()); r.Code != shard.ErrNone {
+					errs[w] = fmt.Errorf("initialize %v: %s: %s", parts[i].Key(), r.Code, r.Message)
+					return
+				}
+			}
+			for !full.Load() && ctx.Err() == nil {
+				for i := w; i < len(parts); i += workers {
+					req := parts[i].Next(buf)
+					buf = req.StateBatches
+					if r := route[i].Write(ctx, req); r.Code != shard.ErrNone {
+						errs[w] = fmt.Errorf("write %v: %s: %s", parts[i].Key(), r.Code, r.Message)
+						return
+					}
+				}
+			}
+		})
+	}
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	began, last := time.Now(), time.Now()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-allDone: // writers return early only on an error
+			break wait
+		case <-tick.C:
+			n := size()
+			if n >= spec.Bytes {
+				break wait
+			}
+			if progress != nil && time.Since(last) >= 5*time.Second {
+				last = time.Now()
+				fmt.Fprintf(progress, "generated %d of %d bytes (%.0fs)\n", n, spec.Bytes, time.Since(began).Seconds())
+			}
+		}
+	}
+	full.Store(true)
+	<-allDone
+	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+		return 0, err
+	}
+	total := size()
+	if err := closeAll(shards); err != nil {
+		return 0, err
+	}
+	marker, err := json.Marshal(spec)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, markerFile), marker, 0o644); err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+func closeAll(shards []*shard.Shard) error {
+	var errs []error
+	for _, s := range shards {
+		if s != nil {
+			if err := s.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,88 @@
+package restart
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func smallSpec() Spec {
+	return Spec{Partitions: 3, Bytes: 1 << 20, Limit: 20,
+		Shape: workload.Shape{GroupID: "g", SharePartitions: 30, StateBatches: 8, BatchesPerWrite: 2}}
+}
+
+func TestSpecValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Spec)
+		wantErr string
+	}{
+		{name: "valid", mutate: func(*Spec) {}},
+		{name: "no partitions", mutate: func(s *Spec) { s.Partitions = 0 }, wantErr: "partitions 0"},
+		{name: "too few bytes", mutate: func(s *Spec) { s.Bytes = 10 }, wantErr: "bytes 10"},
+		{name: "negative limit", mutate: func(s *Spec) { s.Limit = -1 }, wantErr: "limit -1"},
+		{name: "bad shape", mutate: func(s *Spec) { s.Shape.GroupID = "" }, wantErr: "group"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := smallSpec()
+			tc.mutate(&s)
+			err := s.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("want no error, got %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("want an error containing %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+}
+
+func TestGenerateThenMeasure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	spec := smallSpec()
+	if Generated(dir, spec) {
+		t.Fatal("an empty directory reports generated logs")
+	}
+	n, err := Generate(ctx, zaptest.NewLogger(t), dir, spec, 16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < spec.Bytes {
+		t.Fatalf("generated %d bytes, want at least %d", n, spec.Bytes)
+	}
+	if !Generated(dir, spec) {
+		t.Fatal("the generated directory is not recognized")
+	}
+	other := spec
+	other.Limit++
+	if Generated(dir, other) {
+		t.Fatal("a directory generated for another spec is recognized")
+	}
+
+	res, err := Measure(ctx, zaptest.NewLogger(t), dir, spec, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Keys != int64(spec.Shape.SharePartitions) {
+		t.Fatalf("restart loaded %d share partitions, want %d", res.Keys, spec.Shape.SharePartitions)
+	}
+	if res.Bytes != n || res.Files < spec.Partitions {
+		t.Fatalf("the floor read %d bytes of %d files, want %d bytes of at least %d files", res.Bytes, res.Files, n, spec.Partitions)
+	}
+	if res.Restart <= 0 || res.Read <= 0 || res.Ratio() <= 0 || res.ReadBandwidth() <= 0 {
+		t.Fatalf("implausible result %+v", res)
+	}
+}

@@ -1,0 +1,151 @@
+package tradeoff
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
+	"github.com/coordinatord/coordinatord/internal/shard"
+)
+
+// driver writes a workload to one shard with a fixed number of goroutines. Each goroutine owns a
+// disjoint set of share partitions (i ≡ worker mod workers), so every share partition's writes
+// are made in order by one goroutine, and goroutines take their partitions round-robin.
+type driver struct {
+	s       *shard.Shard
+	parts   []*workload.Partition // hot share partitions
+	idle    []*workload.Partition // share partitions written once
+	workers int
+}
+
+func newDriver(s *shard.Shard, cfg Config) *driver {
+	d := &driver{s: s, workers: min(cfg.Concurrency, cfg.Shape.SharePartitions)}
+	for i := 0; i < cfg.Shape.SharePartitions; i++ {
+		d.parts = append(d.parts, cfg.Shape.NewPartition(i))
+	}
+	for i := 0; i < cfg.IdleSharePartitions; i++ {
+		d.idle = append(d.idle, cfg.Shape.NewPartition(cfg.Shape.SharePartitions+i))
+	}
+	return d
+}
+
+// parallel runs fn(w) for every worker and returns the first error.
+func (d *driver) parallel(fn func(w int) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, d.workers)
+	for w := 0; w < d.workers; w++ {
+		wg.Go(func() { errs[w] = fn(w) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// initialize creates every share partition's state and writes each idle one once.
+func (d *driver) initialize(ctx context.Context) error {
+	all := append(append([]*workload.Partition(nil), d.parts...), d.idle...)
+	return d.parallel(func(w int) error {
+		var buf []shard.StateBatch
+		for i := w; i < len(all); i += d.workers {
+			p := all[i]
+			if r := d.s.Initialize(ctx, p.Initialize()); r.Code != shard.ErrNone {
+				return fmt.Errorf("initialize %v: %s: %s", p.Key(), r.Code, r.Message)
+			}
+			if i >= len(d.parts) {
+				if err := d.write(ctx, p, &buf); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func (d *driver) write(ctx context.Context, p *workload.Partition, buf *[]shard.StateBatch) error {
+	req := p.Next(*buf)
+	*buf = req.StateBatches
+	if r := d.s.Write(ctx, req); r.Code != shard.ErrNone {
+		return fmt.Errorf("write %v: %s: %s", p.Key(), r.Code, r.Message)
+	}
+	return nil
+}
+
+// stagger writes ⌊i·limit/N⌋ times to hot share partition i.
+func (d *driver) stagger(ctx context.Context, limit int) error {
+	n := len(d.parts)
+	return d.parallel(func(w int) error {
+		var buf []shard.StateBatch
+		for i := w; i < n; i += d.workers {
+			for j := 0; j < i*limit/n; j++ {
+				if err := d.write(ctx, d.parts[i], &buf); err != nil {
+					return err
+				}
+			}
+		}
+		return ctx.Err()
+	})
+}
+
+// rounds writes every hot share partition n times, round-robin.
+func (d *driver) rounds(ctx context.Context, n int) error {
+	return d.parallel(func(w int) error {
+		var buf []shard.StateBatch
+		for r := 0; r < n; r++ {
+			for i := w; i < len(d.parts); i += d.workers {
+				if err := d.write(ctx, d.parts[i], &buf); err != nil {
+					return err
+				}
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// measure writes round-robin until writes have been made (writes > 0) or until the deadline,
+// paced at rate writes per second when rate > 0. It returns the writes made.
+func (d *driver) measure(ctx context.Context, writes int64, deadline time.Time, rate float64) (int64, error) {
+	var issued, done atomic.Int64
+	start := time.Now()
+	err := d.parallel(func(w int) error {
+		var buf []shard.StateBatch
+		for {
+			for i := w; i < len(d.parts); i += d.workers {
+				n := issued.Add(1)
+				if writes > 0 && n > writes {
+					return nil
+				}
+				if rate > 0 {
+					due := start.Add(time.Duration(float64(n-1) / rate * float64(time.Second)))
+					if wait := time.Until(due); wait > 0 {
+						select {
+						case <-time.After(wait):
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					}
+				}
+				if writes == 0 && !time.Now().Before(deadline) {
+					return nil
+				}
+				if err := d.write(ctx, d.parts[i], &buf); err != nil {
+					return err
+				}
+				done.Add(1)
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	})
+	return done.Load(), err
+}
