@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	httppprof "net/http/pprof"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,8 +20,16 @@ import (
 //     count partitions that failed to load (a damaged log waits for an operator) against
 //     readiness, still listing them: it turns 200 once every partition has finished loading, as
 //     the gRPC health service does — the probe to use where gRPC probes cannot (TLS).
-func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard) *http.ServeMux {
+//   - /debug/pprof/: Go's runtime profiles, only with pprof (--enable-pprof).
+func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool) *http.ServeMux {
 	mux := http.NewServeMux()
+	if pprof {
+		mux.HandleFunc("GET /debug/pprof/", httppprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", httppprof.Trace)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

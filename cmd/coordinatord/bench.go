@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
@@ -21,6 +24,30 @@ func newBenchCommand(e env) *cobra.Command {
 			}
 			return usageError{errors.New("bench needs a subcommand: snapshot-tradeoff, load, fsync or restart")}
 		},
+	}
+	// --cpuprofile profiles the benchmark process itself: the in-process shards of
+	// snapshot-tradeoff and restart, or the load generator of load (the server is profiled on its
+	// own side).
+	var profile string
+	var profileFile *os.File
+	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process to FILE (go tool pprof)")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if profile == "" {
+			return nil
+		}
+		f, err := os.Create(profile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		profileFile = f
+		return pprof.StartCPUProfile(f)
+	}
+	cmd.PersistentPostRunE = func(*cobra.Command, []string) error {
+		if profileFile == nil {
+			return nil
+		}
+		pprof.StopCPUProfile()
+		return profileFile.Close()
 	}
 	cmd.AddCommand(
 		newBenchTradeoffCommand(e),

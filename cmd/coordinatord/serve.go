@@ -33,6 +33,7 @@ type serveFlags struct {
 	dataDir       string
 	nodeID        int32
 	logLevel      string
+	pprof         bool
 }
 
 func (f *serveFlags) register(cmd *cobra.Command) {
@@ -45,6 +46,7 @@ func (f *serveFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.dataDir, "data-dir", "./data", "where the state logs and the config store live")
 	fs.Int32Var(&f.nodeID, "node-id", 1, "this node's id (FindCoordinator, BROKER resource name)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&f.pprof, "enable-pprof", false, "serve Go's runtime profiles at /debug/pprof/ on the metrics port")
 }
 
 // serve runs the server until ctx ends, then shuts it down gracefully.
@@ -118,7 +120,7 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	})
 	sec.reloadOnHangup(ctx)
 
-	httpSrv := &http.Server{Handler: newAdminMux(reg, shards), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig()}
+	httpSrv := &http.Server{Handler: newAdminMux(reg, shards, f.pprof), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig()}
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr("gRPC", srv.GRPC.Serve(grpcLis)) }()
 	go func() {
