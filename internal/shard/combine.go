@@ -374,108 +374,108 @@ func (c *combiner) top() priority {
 	return h[0]
 }
 
-// mergeInPlace combines cur with add at startOffset and returns the result, reusing cur's backing
-// array when it fits (the caller owns cur). curCanonical tells that cur is canonical; the second
-// result tells whether the output is.
-func (c *combiner) mergeInPlace(cur []StateBatch, curCanonical bool, add []StateBatch, startOffset int64) ([]StateBatch, bool) {
+// mergeInPlace combines the batches of st with add at startOffset, in st (the caller owns it).
+// curCanonical tells that st's batches are canonical; the result tells whether the combined
+// batches are.
+//
+// With canonical batches and sorted, disjoint new ones (every replayed update of a well-behaved
+// leader) it works on the window of st: pruning drops a prefix by moving the window, and each new
+// batch is merged into the few current batches it overlaps or touches (see mergeRegion). Merging
+// the new batches one by one gives the same result as merging them at once, since the result is
+// the canonical form of the per-offset maximum. Many new batches are merged in one pass instead,
+// which bounds the work by the batches' count rather than their product.
+func (c *combiner) mergeInPlace(st *batchStore, curCanonical bool, add []StateBatch, startOffset int64) bool {
 	if !curCanonical || !sortedDisjoint(add) {
-		res := c.sweep(c.out[:0], cur, add, startOffset)
+		res := c.sweep(c.out[:0], st.batches, add, startOffset)
 		c.out = res[:0]
-		return storeBatches(cur, res), canonical(res)
+		st.replace(res)
+		return canonical(res)
 	}
-	// Prune cur: drop its prefix below startOffset and clip the new head in place.
-	if startOffset != -1 && len(cur) > 0 && cur[0].FirstOffset < startOffset {
-		// Usually one or two batches fall below the start offset; the memmove below is linear anyway.
+	// Prune the current batches: drop the prefix below startOffset and clip the new head.
+	if cur := st.batches; startOffset != -1 && len(cur) > 0 && cur[0].FirstOffset < startOffset {
 		d := 0
 		for d < len(cur) && cur[d].LastOffset < startOffset {
 			d++
 		}
-		if d > 0 {
-			n := copy(cur, cur[d:])
-			cur = cur[:n]
-		}
-		if len(cur) > 0 && cur[0].FirstOffset < startOffset {
+		st.dropFront(d)
+		if cur = st.batches; len(cur) > 0 && cur[0].FirstOffset < startOffset {
 			cur[0].FirstOffset = startOffset
 		}
 	}
 	b, bHead, bOK := pruneSorted(add, startOffset)
-	nb := len(b)
-	if bOK {
-		nb++
-	}
-	if nb == 0 {
-		return cur, true
-	}
-	if len(cur) == 0 {
-		if nb == 1 {
-			res := appendSingle(cur[:0], nil, StateBatch{}, false, b, bHead, bOK)
-			return res, true
+	switch {
+	case len(b) == 0 && !bOK:
+	case len(b) > mergeOneByOne || bOK && st.endsBefore(bHead.FirstOffset) || !bOK && st.endsBefore(b[0].FirstOffset):
+		c.mergeRegion(st, b, bHead, bOK)
+	default:
+		if bOK {
+			c.mergeRegion(st, nil, bHead, true)
+		}
+		for j := range b {
+			c.mergeRegion(st, nil, b[j], true)
 		}
 	}
-	first := b
-	firstOff := bHead.FirstOffset
-	if !bOK {
-		firstOff = first[0].FirstOffset
+	st.shrink()
+	return true
+}
+
+// mergeOneByOne is the largest number of new batches that mergeInPlace merges one at a time.
+const mergeOneByOne = 8
+
+// mergeRegion merges new batches (an optional head, then b; pruned, sorted, disjoint and at least
+// one) into the canonical batches of st. Only the region of current batches that the new ones
+// overlap or touch (offsets from the first new batch's first offset - 1 to the last one's last
+// offset + 1) is overlaid; the batches before and after it stay in place, since none of them can
+// coalesce with the region's result. New batches after every current one are appended, coalesced
+// where they touch; so a lone surviving batch is kept as is (spec §11).
+func (c *combiner) mergeRegion(st *batchStore, b []StateBatch, head StateBatch, headOK bool) {
+	first, last := head, head
+	if !headOK {
+		first = b[0]
 	}
-	// cur[:i] ends before firstOff-1 and is untouched (it cannot coalesce with the new batches).
-	// New batches usually land at or near the end, so search backwards from there.
-	i := len(cur)
-	for i > 0 && (firstOff == math.MinInt64 || cur[i-1].LastOffset >= firstOff-1) {
-		i--
+	if len(b) > 0 {
+		last = b[len(b)-1]
 	}
-	if i == len(cur) && nb == 1 {
-		// Common case: one new batch after every current one.
-		s := bHead
-		if !bOK {
-			s = b[0]
+	if st.endsBefore(first.FirstOffset) {
+		// Everything new lies after the current batches; only the junction may coalesce.
+		k := len(b)
+		if headOK {
+			k++
 		}
-		return appendGrow(cur, s), true
+		st.reserve(k)
+		out := st.batches
+		if headOK {
+			out = emit(out, head.FirstOffset, head.LastOffset, prioOf(&head))
+		}
+		for j := range b {
+			out = emit(out, b[j].FirstOffset, b[j].LastOffset, prioOf(&b[j]))
+		}
+		st.batches = out
+		return
 	}
-	res := overlay(c.out[:0], cur[i:], StateBatch{}, false, b, bHead, bOK)
+	// i: the first current batch ending at or after first.FirstOffset-1 (written without
+	// overflow); j: the first one starting after last.LastOffset+1.
+	cur := st.batches
+	n := len(cur)
+	i, hi := 0, n
+	for i < hi {
+		h := int(uint(i+hi) >> 1)
+		if x := cur[h].LastOffset; x >= first.FirstOffset || x+1 == first.FirstOffset {
+			hi = h
+		} else {
+			i = h + 1
+		}
+	}
+	j, hi := i, n
+	for j < hi {
+		h := int(uint(j+hi) >> 1)
+		if x := cur[h].FirstOffset; x > last.LastOffset && x-1 != last.LastOffset {
+			hi = h
+		} else {
+			j = h + 1
+		}
+	}
+	res := overlay(c.out[:0], cur[i:j], StateBatch{}, false, b, head, headOK)
 	c.out = res[:0]
-	need := i + len(res)
-	if cap(cur) < need {
-		grown := make([]StateBatch, need, growCap(need))
-		copy(grown, cur[:i])
-		copy(grown[i:], res)
-		return grown, true
-	}
-	cur = cur[:need]
-	copy(cur[i:], res)
-	return shrinkIfLoose(cur), true
-}
-
-// storeBatches copies res into cur's backing array when it fits, else into a new tight slice.
-func storeBatches(cur, res []StateBatch) []StateBatch {
-	if cap(cur) >= len(res) {
-		cur = cur[:len(res)]
-		copy(cur, res)
-		return shrinkIfLoose(cur)
-	}
-	grown := make([]StateBatch, len(res), growCap(len(res)))
-	copy(grown, res)
-	return grown
-}
-
-// appendGrow appends s, growing by a small factor so a key's slice stays close to its length.
-func appendGrow(cur []StateBatch, s StateBatch) []StateBatch {
-	if len(cur) < cap(cur) {
-		return append(cur, s)
-	}
-	grown := make([]StateBatch, len(cur)+1, growCap(len(cur)+1))
-	copy(grown, cur)
-	grown[len(cur)] = s
-	return grown
-}
-
-// growCap is the capacity for a slice that must hold n batches: 1/8 slack keeps resident memory
-// per key near its encoded size while amortising growth.
-func growCap(n int) int { return n + n/8 + 2 }
-
-// shrinkIfLoose reallocates a slice whose capacity is far above its length.
-func shrinkIfLoose(s []StateBatch) []StateBatch {
-	if cap(s) > 2*len(s)+8 {
-		return append(make([]StateBatch, 0, growCap(len(s))), s...)
-	}
-	return s
+	st.splice(i, j, res)
 }

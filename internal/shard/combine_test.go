@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -72,14 +73,58 @@ func TestCombineKafkaCases(t *testing.T) {
 				t.Fatalf("reference model = %v, want %v", ref, tt.want)
 			}
 			if canonical(tt.soFar) {
-				cur := slices.Clone(tt.soFar)
-				merged, _ := c.mergeInPlace(cur, true, tt.add, tt.startOffset)
-				if !slices.Equal(merged, tt.want) {
-					t.Fatalf("mergeInPlace = %v, want %v", merged, tt.want)
+				for _, l := range storeLayouts {
+					merged, _ := mergeStore(t, &c, tt.soFar, true, tt.add, tt.startOffset, l)
+					if !slices.Equal(merged, tt.want) {
+						t.Fatalf("mergeInPlace (layout %+v) = %v, want %v", l, merged, tt.want)
+					}
 				}
 			}
 		})
 	}
+}
+
+// storeLayout places a store's batches in their backing array: front free slots before them and
+// back free slots after them.
+type storeLayout struct{ front, back int }
+
+// storeLayouts cover a window at the start, in the middle and at the end of its array, with and
+// without room to grow.
+var storeLayouts = []storeLayout{{0, 0}, {0, 3}, {2, 0}, {5, 1}, {1, 40}, {40, 0}}
+
+// newStore returns a store holding a copy of batches laid out as l.
+func newStore(batches []StateBatch, l storeLayout) *batchStore {
+	buf := make([]StateBatch, l.front+len(batches)+l.back)
+	for i := range buf {
+		buf[i] = sb(-7, -9, 3, 3) // garbage that must never show through
+	}
+	st := &batchStore{buf: buf, batches: buf[l.front : l.front+len(batches)]}
+	copy(st.batches, batches)
+	return st
+}
+
+// checkStore fails unless st's batches are a window of its array.
+func checkStore(t testing.TB, st *batchStore) {
+	t.Helper()
+	if len(st.buf) != cap(st.buf) {
+		t.Fatalf("buf has len %d, cap %d", len(st.buf), cap(st.buf))
+	}
+	lo := st.front()
+	if lo < 0 || lo+len(st.batches) > len(st.buf) {
+		t.Fatalf("window [%d, %d) outside a buf of %d", lo, lo+len(st.batches), len(st.buf))
+	}
+	if cap(st.batches) > 0 && &st.buf[lo:cap(st.buf)][:1][0] != &st.batches[:1][0] {
+		t.Fatal("batches is not a window of buf")
+	}
+}
+
+// mergeStore runs mergeInPlace on a store holding soFar laid out as l and returns its batches.
+func mergeStore(t testing.TB, c *combiner, soFar []StateBatch, canon bool, add []StateBatch, start int64, l storeLayout) ([]StateBatch, bool) {
+	t.Helper()
+	st := newStore(soFar, l)
+	ok := c.mergeInPlace(st, canon, add, start)
+	checkStore(t, st)
+	return st.batches, ok
 }
 
 // referenceCombine is the per-offset model of spec §11: every covered offset takes the highest
@@ -150,7 +195,11 @@ func TestCombineMatchesReferenceModel(t *testing.T) {
 		if r.IntN(2) == 0 {
 			soFar = referenceCombine(soFar, nil, -1)
 		}
-		add := randomBatches(r, r.IntN(6), r.IntN(3) != 0)
+		nAdd := r.IntN(6)
+		if r.IntN(8) == 0 {
+			nAdd = r.IntN(24) // more than mergeInPlace merges one by one
+		}
+		add := randomBatches(r, nAdd, r.IntN(3) != 0)
 		start := int64(-1)
 		if r.IntN(2) == 0 {
 			start = int64(r.IntN(150))
@@ -161,9 +210,10 @@ func TestCombineMatchesReferenceModel(t *testing.T) {
 			t.Fatalf("case %d: combine(%v, %v, %d) = %v, want %v", i, soFar, add, start, got, want)
 		}
 		isCanon := canonical(soFar)
-		merged, canon := c.mergeInPlace(slices.Clone(soFar), isCanon, add, start)
+		l := storeLayouts[i%len(storeLayouts)]
+		merged, canon := mergeStore(t, &c, soFar, isCanon, add, start, l)
 		if !slices.Equal(merged, want) {
-			t.Fatalf("case %d: mergeInPlace(%v, %v, %v, %d) = %v, want %v", i, soFar, isCanon, add, start, merged, want)
+			t.Fatalf("case %d: mergeInPlace(%v, %v, %v, %d, layout %+v) = %v, want %v", i, soFar, isCanon, add, start, l, merged, want)
 		}
 		if canon != canonical(merged) {
 			t.Fatalf("case %d: mergeInPlace reported canonical=%v for %v", i, canon, merged)
@@ -241,12 +291,12 @@ func BenchmarkCombine(b *testing.B) {
 		start := cur[0].LastOffset + 1
 		b.Run(fmt.Sprintf("batches=%d/path=merge-in-place", n), func(b *testing.B) {
 			var c combiner
-			work := make([]StateBatch, len(cur), growCap(len(cur)+4))
+			var st batchStore
+			st.alloc(len(cur) + 4)
 			b.ReportAllocs()
 			for b.Loop() {
-				work = work[:len(cur)]
-				copy(work, cur)
-				c.mergeInPlace(work, true, add, start)
+				st.set(cur)
+				c.mergeInPlace(&st, true, add, start)
 			}
 		})
 		b.Run(fmt.Sprintf("batches=%d/path=sweep", n), func(b *testing.B) {
@@ -288,9 +338,45 @@ func FuzzCombine(f *testing.F) {
 		if got := c.combineBatches(soFar, add, so); !slices.Equal(got, want) {
 			t.Fatalf("combine(%v, %v, %d) = %v, want %v", soFar, add, so, got, want)
 		}
-		got, _ := c.mergeInPlace(slices.Clone(soFar), canonical(soFar), add, so)
-		if !slices.Equal(got, want) {
-			t.Fatalf("mergeInPlace(%v, %v, %d) = %v, want %v", soFar, add, so, got, want)
+		for _, l := range storeLayouts {
+			got, _ := mergeStore(t, &c, soFar, canonical(soFar), add, so, l)
+			if !slices.Equal(got, want) {
+				t.Fatalf("mergeInPlace(%v, %v, %d, layout %+v) = %v, want %v", soFar, add, so, l, got, want)
+			}
 		}
 	})
+}
+
+// TestMergeInPlaceExtremeOffsets checks the in-place merge next to the ends of the int64 range,
+// where "first - 1" and "last + 1" overflow, against the general sweep.
+func TestMergeInPlaceExtremeOffsets(t *testing.T) {
+	const hi, lo = math.MaxInt64, math.MinInt64
+	tests := []struct {
+		name        string
+		cur, add    []StateBatch
+		startOffset int64
+	}{
+		{"append touching the top", bs(sb(hi-9, hi-5, 0, 1)), bs(sb(hi-4, hi, 0, 1)), -1},
+		{"append after a gap at the top", bs(sb(hi-9, hi-5, 0, 1)), bs(sb(hi-3, hi, 2, 1)), -1},
+		{"overlap at the top", bs(sb(hi-9, hi-5, 0, 1), sb(hi-4, hi, 2, 1)), bs(sb(hi-6, hi-1, 4, 2)), hi - 8},
+		{"inside at the top", bs(sb(hi-9, hi, 0, 1)), bs(sb(hi, hi, 2, 1)), -1},
+		{"before everything at the bottom", bs(sb(lo+5, lo+9, 0, 1)), bs(sb(lo, lo+1, 2, 1)), -1},
+		{"touching at the bottom", bs(sb(lo+2, lo+9, 0, 1)), bs(sb(lo, lo+1, 0, 1)), -1},
+		{"overlap at the bottom", bs(sb(lo, lo+3, 0, 1), sb(lo+4, lo+9, 2, 1)), bs(sb(lo, lo+5, 2, 3)), -1},
+		{"many new batches spanning the range", bs(sb(lo, lo, 0, 1), sb(0, 10, 2, 1), sb(hi, hi, 0, 1)),
+			bs(sb(lo, lo+1, 1, 1), sb(lo+3, lo+4, 1, 1), sb(-5, -4, 1, 1), sb(-2, 0, 1, 1), sb(2, 3, 4, 1), sb(5, 5, 4, 1),
+				sb(7, 12, 4, 1), sb(20, 30, 0, 1), sb(hi-3, hi-2, 0, 1), sb(hi-1, hi, 0, 2)), -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c combiner
+			want := slices.Clone(c.sweep(nil, tt.cur, tt.add, tt.startOffset))
+			for _, l := range storeLayouts {
+				got, canon := mergeStore(t, &c, tt.cur, true, tt.add, tt.startOffset, l)
+				if !slices.Equal(got, want) || !canon || !canonical(got) {
+					t.Fatalf("layout %+v: mergeInPlace = %v (canonical %v), sweep = %v", l, got, canon, want)
+				}
+			}
+		})
+	}
 }

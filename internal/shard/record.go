@@ -375,6 +375,16 @@ func (r *reader) varint(what string) int32 {
 // decodeRecordInto decodes b into d. Batches are decoded into scratch (reused, grown as needed)
 // and the grown scratch is returned. See DecodeRecord for the errors.
 func decodeRecordInto(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch, error) {
+	scratch, ok := decodeFast(b, d, scratch)
+	if ok {
+		return scratch, nil
+	}
+	return decodeSlow(b, d, scratch)
+}
+
+// decodeSlow is decodeRecordInto for every input: it checks each field on its own and reports
+// the first deviation. decodeFast must agree with it wherever decodeFast succeeds.
+func decodeSlow(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch, error) {
 	r := reader{b: b}
 	keyLen := r.varint("key length")
 	if r.err == nil && keyLen < 0 {

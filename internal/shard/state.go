@@ -15,7 +15,7 @@ import (
 // (spec §6), kept in one compact struct.
 type entry struct {
 	key         string // the map key (key message bytes); shares the map's string
-	batches     []StateBatch
+	batchStore         // batches (the state batches) in their backing array
 	startOffset int64
 	createTS    int64
 	writeTS     int64
@@ -116,7 +116,6 @@ type machine struct {
 	offsets offsetsList
 	comb    combiner
 	scratch []StateBatch
-	dec     decodedRecord
 	skipped map[RecordType]int64 // unknown record types seen during a load
 }
 
@@ -140,22 +139,17 @@ func (m *machine) limit(mk string) int {
 // replayRaw replays one encoded record at offset (the load path). Unknown record types are
 // skipped; every other decoding error is returned.
 func (m *machine) replayRaw(offset int64, raw []byte) error {
+	// d is per call, so that nothing keeps raw (the caller's buffer) alive after it.
+	var d decodedRecord
 	var err error
-	m.scratch, err = decodeRecordInto(raw, &m.dec, m.scratch)
+	m.scratch, err = decodeRecordInto(raw, &d, m.scratch)
 	if err != nil {
 		if errors.Is(err, ErrUnknownRecordType) {
-			if m.skipped == nil {
-				m.skipped = make(map[RecordType]int64)
-			}
-			if m.skipped[m.dec.typ] == 0 {
-				m.logger.Warn("skipping record of unknown type", zap.Int16("type", int16(m.dec.typ)), zap.Int64("offset", offset))
-			}
-			m.skipped[m.dec.typ]++
+			m.skip(d.typ, offset)
 			return nil
 		}
 		return fmt.Errorf("decode record at offset %d: %w", offset, err)
 	}
-	d := &m.dec
 	e := m.states[string(d.mapKey)]
 	switch {
 	case d.tombstone:
@@ -179,6 +173,17 @@ func (m *machine) replayRaw(offset int64, raw []byte) error {
 	return nil
 }
 
+// skip counts a record of unknown type, warning on the first of each type.
+func (m *machine) skip(t RecordType, offset int64) {
+	if m.skipped == nil {
+		m.skipped = make(map[RecordType]int64)
+	}
+	if m.skipped[t] == 0 {
+		m.logger.Warn("skipping record of unknown type", zap.Int16("type", int16(t)), zap.Int64("offset", offset))
+	}
+	m.skipped[t]++
+}
+
 // applySnapshot replays a snapshot value for e (spec §12); isNew tells that e was just created.
 func (m *machine) applySnapshot(e *entry, isNew bool, v *SnapshotValue, offset int64) {
 	if isNew || v.LeaderEpoch > e.maxLeaderEpoch {
@@ -195,7 +200,7 @@ func (m *machine) applySnapshot(e *entry, isNew bool, v *SnapshotValue, offset i
 	e.dcc = v.DeliveryCompleteCount
 	e.createTS = v.CreateTimestamp
 	e.writeTS = v.WriteTimestamp
-	e.batches = copyBatches(e.batches, v.StateBatches)
+	e.set(v.StateBatches)
 	e.setCanonical(canonical(e.batches))
 	if e.flags&flagUpdateCount != 0 && int(e.updateCount) >= m.limit(e.key) {
 		e.updateCount = 0
@@ -211,7 +216,7 @@ func (m *machine) initFromUpdate(e *entry, v *UpdateValue) {
 	e.leaderEpoch = v.LeaderEpoch
 	e.startOffset = v.StartOffset
 	e.dcc = v.DeliveryCompleteCount
-	e.batches = copyBatches(nil, v.StateBatches)
+	e.set(v.StateBatches)
 	e.setCanonical(canonical(e.batches))
 	e.updateCount = 1
 	e.flags |= flagUpdateCount
@@ -229,9 +234,7 @@ func (m *machine) applyUpdate(e *entry, v *UpdateValue) {
 		e.leaderEpoch = v.LeaderEpoch
 	}
 	e.dcc = v.DeliveryCompleteCount
-	var canon bool
-	e.batches, canon = m.comb.mergeInPlace(e.batches, e.flags&flagCanonical != 0, v.StateBatches, e.startOffset)
-	e.setCanonical(canon)
+	e.setCanonical(m.comb.mergeInPlace(&e.batchStore, e.flags&flagCanonical != 0, v.StateBatches, e.startOffset))
 	if e.flags&flagUpdateCount == 0 {
 		e.updateCount = 1
 		e.flags |= flagUpdateCount
@@ -256,17 +259,6 @@ func (e *entry) setCanonical(ok bool) {
 	} else {
 		e.flags &^= flagCanonical
 	}
-}
-
-// copyBatches copies src into a slice sized for it, reusing dst when it fits snugly.
-func copyBatches(dst, src []StateBatch) []StateBatch {
-	if len(src) == 0 {
-		return dst[:0]
-	}
-	if cap(dst) < len(src) || cap(dst) > 2*len(src)+8 {
-		dst = make([]StateBatch, 0, growCap(len(src)))
-	}
-	return append(dst[:0], src...)
 }
 
 // snapshotOf returns e's state as a snapshot value (batches aliased).
