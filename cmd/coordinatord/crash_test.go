@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,18 +24,21 @@ import (
 var (
 	crashRounds = flag.Int("crash.rounds", 20, "crash suite: rounds per signal (SIGKILL, SIGTERM)")
 	crashSeed   = flag.Uint64("crash.seed", 0, "crash suite: random seed (0: from the clock; the seed is logged)")
+	crashSync   = flag.String("crash.sync", "file,filesystem", "crash suite: the state.log.sync modes to run it with, comma-separated")
 )
 
 const topicB = "ASNFZ4mrze8BI0VniavN7w"
 
 // crashArgs run the server with small segments, frequent pruning and cold snapshots, so that
-// crashes also interrupt segment rolls, log-start moves and background snapshots.
-func crashArgs() []string {
+// crashes also interrupt segment rolls, log-start moves and background snapshots, with the
+// state-log sync mode syncMode (state.log.sync).
+func crashArgs(syncMode string) []string {
 	return []string{
 		"--override", "share.coordinator.state.topic.num.partitions=8",
 		"--override", "share.coordinator.state.topic.segment.bytes=1048576",
 		"--override", "share.coordinator.state.topic.prune.interval.ms=250",
 		"--override", "share.coordinator.cold.partition.snapshot.interval.ms=600",
+		"--override", "state.log.sync=" + syncMode,
 	}
 }
 
@@ -93,6 +97,7 @@ type crashSuite struct {
 	t       *testing.T
 	sig     syscall.Signal
 	dir     string
+	args    []string // the server's arguments besides addresses and data directory
 	rng     *rand.Rand
 	workers [][]*crashKey
 	configs []*configKey
@@ -125,7 +130,8 @@ func (s *crashSuite) failed() string {
 // is killed with SIGKILL — or stopped with SIGTERM — at random moments. After each restart every
 // key must equal the model exactly: every acknowledged operation applied, an operation without a
 // definite answer applied entirely or not at all, deleted keys still deleted, acknowledged config
-// changes in force. -crash.rounds sets the rounds per signal.
+// changes in force. It runs once per state.log.sync mode of -crash.sync (per-file fdatasync,
+// and one syncfs shared by all partitions); -crash.rounds sets the rounds per signal.
 func TestCrashRecovery(t *testing.T) {
 	seed := *crashSeed
 	if seed == 0 {
@@ -135,10 +141,14 @@ func TestCrashRecovery(t *testing.T) {
 	// A binary built with the race detector sleeps a second before exiting by default; a race it
 	// finds is still reported (and fails the exit status).
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
-	for i, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
-		t.Run(signalName(sig), func(t *testing.T) {
-			s := newCrashSuite(t, sig, rand.New(rand.NewPCG(seed, uint64(i))))
-			s.run(*crashRounds)
+	for _, mode := range strings.Split(*crashSync, ",") {
+		t.Run("sync="+mode, func(t *testing.T) {
+			for i, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+				t.Run(signalName(sig), func(t *testing.T) {
+					s := newCrashSuite(t, sig, rand.New(rand.NewPCG(seed, uint64(i))), crashArgs(mode))
+					s.run(*crashRounds)
+				})
+			}
 		})
 	}
 }
@@ -150,8 +160,8 @@ func signalName(sig syscall.Signal) string {
 	return "SIGTERM"
 }
 
-func newCrashSuite(t *testing.T, sig syscall.Signal, rng *rand.Rand) *crashSuite {
-	s := &crashSuite{t: t, sig: sig, dir: t.TempDir(), rng: rng}
+func newCrashSuite(t *testing.T, sig syscall.Signal, rng *rand.Rand, args []string) *crashSuite {
+	s := &crashSuite{t: t, sig: sig, dir: t.TempDir(), rng: rng, args: args}
 	const workers = 6
 	for w := range workers {
 		group := "crash-" + strconv.Itoa(w)
@@ -171,13 +181,13 @@ func newCrashSuite(t *testing.T, sig syscall.Signal, rng *rand.Rand) *crashSuite
 
 func (s *crashSuite) run(rounds int) {
 	t := s.t
-	p := startProc(t, s.dir, crashArgs()...)
+	p := startProc(t, s.dir, s.args...)
 	for round := 1; round <= rounds; round++ {
 		s.round(p, round)
 		if f := s.failed(); f != "" {
 			t.Fatalf("round %d: %s\n%s", round, f, p.log())
 		}
-		p = startProc(t, s.dir, crashArgs()...)
+		p = startProc(t, s.dir, s.args...)
 		s.verify(p, round)
 		if f := s.failed(); f != "" {
 			t.Fatalf("round %d, after restart: %s\n%s", round, f, p.log())

@@ -98,7 +98,12 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		return badConfig(err)
 	}
 
-	shards := openShards(logger, f.dataDir, cfg, broker, reg)
+	logMetrics := statelog.NewMetrics(reg)
+	syncGroup, err := openSyncGroup(logger, f.dataDir, broker, logMetrics)
+	if err != nil {
+		return badConfig(err)
+	}
+	shards := openShards(logger, f.dataDir, cfg, broker, reg, logMetrics, syncGroup)
 	parts := make([]service.Partition, len(shards))
 	for i, s := range shards {
 		parts[i] = s
@@ -160,6 +165,11 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	srv.Shutdown(drainCtx) // NOT_SERVING, stop accepting, drain in-flight calls
 	<-loaded
 	closeShards(logger, shards) // commit what was accepted, close every log
+	if syncGroup != nil {
+		if err := syncGroup.Close(); err != nil {
+			logger.Error("close the file-system sync group", zap.Error(err))
+		}
+	}
 	_ = httpSrv.Shutdown(drainCtx)
 	logger.Info("stopped")
 	return runErr
@@ -172,9 +182,26 @@ func serveErr(what string, err error) error {
 	return fmt.Errorf("%s server: %w", what, err)
 }
 
-// openShards starts one shard per state partition; they load in the background.
-func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b groupcfg.Broker, reg prometheus.Registerer) []*shard.Shard {
-	logMetrics := statelog.NewMetrics(reg)
+// openSyncGroup returns the file-system sync group that state.log.sync=filesystem asks for, or
+// nil for per-file syncs. A kernel or file system that cannot honour it is a configuration
+// error.
+func openSyncGroup(logger *zap.Logger, dataDir string, b groupcfg.Broker, m *statelog.Metrics) (*statelog.SyncGroup, error) {
+	if mode, _ := b.Text(groupcfg.KeyStateLogSync); mode != groupcfg.StateLogSyncFileSystem {
+		return nil, nil
+	}
+	g, err := statelog.NewSyncGroup(logger.Named("statelog"), dataDir, statelog.SyncGroupOptions{Metrics: m})
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: %w (set %s=%s)", groupcfg.KeyStateLogSync, groupcfg.StateLogSyncFileSystem, err,
+			groupcfg.KeyStateLogSync, groupcfg.StateLogSyncFile)
+	}
+	logger.Info("state logs share one file-system sync per group commit", zap.String("data_dir", dataDir))
+	return g, nil
+}
+
+// openShards starts one shard per state partition; they load in the background. syncGroup, if
+// not nil, makes their appends durable together.
+func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b groupcfg.Broker, reg prometheus.Registerer,
+	logMetrics *statelog.Metrics, syncGroup *statelog.SyncGroup) []*shard.Shard {
 	shardMetrics := shard.NewMetrics(reg, b.MetricsGroupLabelMax())
 	shards := make([]*shard.Shard, b.NumPartitions())
 	for p := range shards {
@@ -185,6 +212,7 @@ func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b g
 				SegmentBytes:    int64(b.SegmentBytes()),
 				ReadBufferBytes: b.LoadBufferSize(),
 				Metrics:         logMetrics,
+				SyncGroup:       syncGroup,
 			},
 			AppendLingerMs:       b.AppendLingerMs(),
 			WriteTimeout:         time.Duration(b.WriteTimeoutMs()) * time.Millisecond,

@@ -77,6 +77,18 @@ const (
 	KeyAuthorizerDescribeConfigs = "authorizer.describe.configs.principals"
 )
 
+// KeyStateLogSync is the server key that chooses how state-log appends are made durable.
+const KeyStateLogSync = "state.log.sync"
+
+// Values of state.log.sync.
+const (
+	// StateLogSyncFile makes each append durable with an fdatasync of its log file.
+	StateLogSyncFile = "file"
+	// StateLogSyncFileSystem makes the appends of all state partitions durable together with
+	// one syncfs(2) of the data directory's file system per group-commit round.
+	StateLogSyncFileSystem = "filesystem"
+)
+
 // Values of tls.client.auth (Kafka's ssl.client.auth values).
 const (
 	ClientAuthNone      = "none"
@@ -336,6 +348,18 @@ func Definitions() []Definition {
 			Name: keyShutdownDrainTimeoutMs, Type: TypeLong, Default: "20000", Validator: AtLeast(0),
 			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
 			Doc: "On shutdown, the time in milliseconds in-flight RPCs may take to finish before they are cancelled.",
+		},
+		{
+			Name: KeyStateLogSync, Type: TypeString, Default: StateLogSyncFile,
+			Validator:  OneOf{StateLogSyncFile, StateLogSyncFileSystem},
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "How a write is made durable. file: an fdatasync of the state partition's log file, so with writes " +
+				"spread over many state partitions nearly every write pays its own sync. filesystem: one syncfs(2) of " +
+				"the data directory's file system per group-commit round, shared by every state partition, so that " +
+				"concurrent writes to different partitions share a sync. Use filesystem when the data directory is on a " +
+				"dedicated volume (e.g. a Kubernetes PersistentVolumeClaim): syncfs also writes back any other dirty data " +
+				"on that file system. It needs Linux 5.8 or later (start-up fails otherwise). A failed syncfs fails every " +
+				"state partition until the process is restarted.",
 		},
 		{
 			Name: keyMetricsGroupLabelMax, Type: TypeInt, Default: "100", Validator: Between(0, 100000),

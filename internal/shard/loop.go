@@ -10,9 +10,9 @@ import (
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
-// run is the shard goroutine: load, serve, and after a failed commit reload; a failed load is
-// retried with backoff (not after corruption) while queued operations are answered
-// COORDINATOR_NOT_AVAILABLE.
+// run is the shard goroutine: load, serve, and after a failed commit reload (truncating the log
+// to the durable end it had); a failed load is retried with backoff (not after corruption or a
+// failed file-system sync) while queued operations are answered COORDINATOR_NOT_AVAILABLE.
 func (s *Shard) run() {
 	defer close(s.done)
 	backoff := s.opts.RetryBackoff
@@ -23,13 +23,22 @@ func (s *Shard) run() {
 			return
 		}
 		if err != nil {
-			s.logger.Error("state partition load failed", zap.Error(err))
-			s.setStatus(Failed, err, 0)
 			var corrupt *statelog.CorruptionError
 			wait := backoff
-			if errors.As(err, &corrupt) {
+			switch {
+			case errors.Is(err, statelog.ErrSyncFailed):
+				// The kernel reported a lost write-back once; nothing in this process can tell
+				// which writes of which partition it took.
+				s.logger.Error("state partition failed: a file-system sync of the data directory failed; "+
+					"restart the process to reload every state partition from disk", zap.Error(err))
+				wait = -1
+			case errors.As(err, &corrupt):
+				s.logger.Error("state partition load failed", zap.Error(err))
 				wait = -1 // a damaged log needs an operator's repair; retrying cannot help
+			default:
+				s.logger.Error("state partition load failed", zap.Error(err))
 			}
+			s.setStatus(Failed, err, 0)
 			if !s.waitFailed(wait) {
 				s.shutdown(nil)
 				return
@@ -42,28 +51,27 @@ func (s *Shard) run() {
 		if s.serve() {
 			return
 		}
+		// A commit failed: the batch may be on disk (even only in the page cache, its
+		// write-back failed) without having been acknowledged. The reload cuts the log back to
+		// where it was last durable, so that the batch can never reappear.
+		end := s.log.EndOffset()
+		s.durableEnd = &end
 		if s.metrics != nil {
 			s.metrics.reloads.Inc()
 		}
 	}
 }
 
-// load (re)opens the log and replays it into a fresh state (spec §12).
+// load (re)opens the log and replays it into a fresh state (spec §12), in one pass over the log:
+// each frame is verified and its records applied as it is read.
 func (s *Shard) load() error {
 	s.setStatus(Loading, nil, 0)
 	s.closeLog()
 	s.m.reset()
 	started := time.Now()
-	l, err := s.openLog()
-	if err != nil {
-		return fmt.Errorf("open state log %s: %w", s.dir, err)
-	}
-	s.mu.Lock()
-	s.log = l
-	s.mu.Unlock()
-	from := l.StartOffset()
 	var n int64
-	err = l.Replay(from, func(offset int64, record []byte) error {
+	cut := s.durableEnd
+	l, err := s.loadLog(cut, func(offset int64, record []byte) error {
 		n++
 		if n&4095 == 0 {
 			select {
@@ -75,10 +83,20 @@ func (s *Shard) load() error {
 		return s.m.replayRaw(offset, record)
 	})
 	if err != nil {
+		s.m.reset() // records before the failure were applied: drop them
 		if errors.Is(err, errStopping) {
 			return err
 		}
-		return fmt.Errorf("replay state log %s: %w", s.dir, err)
+		return fmt.Errorf("load state log %s: %w", s.dir, err)
+	}
+	s.durableEnd = nil
+	s.mu.Lock()
+	s.log = l
+	s.mu.Unlock()
+	from := l.StartOffset()
+	if cut != nil {
+		s.logger.Warn("state partition reloaded after a failed append, its log truncated to the last durable offset",
+			zap.Int64("durable_end", *cut))
 	}
 	took := time.Since(started)
 	for t, c := range s.m.skipped {

@@ -82,6 +82,12 @@ type stateLog interface {
 	Close() error
 }
 
+// logLoader opens a shard's log and streams its records, from the log-start offset, to fn
+// (statelog.Load). truncateAfter, when not nil, is the durable end of a log whose append failed:
+// everything past it is removed first. On error no log is returned, and what fn built must be
+// discarded.
+type logLoader func(truncateAfter *int64, fn func(offset int64, record []byte) error) (stateLog, error)
+
 // Shard is Kafka's share coordinator shard for one state partition: the share-state machine plus
 // its log, run by a single goroutine that applies operations in arrival order and group-commits
 // their records. All methods are safe for concurrent use.
@@ -89,7 +95,7 @@ type Shard struct {
 	logger  *zap.Logger
 	opts    Options
 	dir     string
-	openLog func() (stateLog, error)
+	loadLog logLoader
 	m       *machine
 	metrics *shardMetrics
 	ops     chan *op
@@ -112,6 +118,9 @@ type Shard struct {
 	lastPruned int64
 	carry      *op           // a control operation met while collecting a batch
 	jobDone    chan<- opKind // tests: told after each timer-driven job
+	// durableEnd, when not nil, is the end offset after the last successful append of a log
+	// whose append failed; loads truncate the log to it until one succeeds.
+	durableEnd *int64
 
 	// Mirrors for Stats and LastRedundantOffset, updated after each commit.
 	keys       atomic.Int64
@@ -135,23 +144,45 @@ func Open(logger *zap.Logger, provider Provider, opts Options) *Shard {
 	logOpts := opts.Log
 	logOpts.Name = strconv.Itoa(opts.Partition)
 	logger = logger.With(zap.Int("state_partition", opts.Partition))
-	open := func() (stateLog, error) {
-		l, err := statelog.Open(logger, dir, logOpts)
+	load := func(truncateAfter *int64, fn func(int64, []byte) error) (stateLog, error) {
+		o := logOpts
+		o.TruncateAfter = truncateAfter
+		l, err := statelog.Load(logger, dir, o, fn)
 		if err != nil {
 			return nil, err
 		}
 		return l, nil
 	}
-	return start(logger, provider, opts, dir, open, nil)
+	return startLoading(logger, provider, opts, dir, load, nil)
 }
 
-// start is Open with the log constructor injected; prepare (tests) runs before the goroutine starts.
+// start is Open with the log constructor injected (tests): each load opens the log, then
+// replays it. prepare runs before the goroutine starts.
 func start(logger *zap.Logger, provider Provider, opts Options, dir string, open func() (stateLog, error), prepare func(*Shard)) *Shard {
+	load := func(_ *int64, fn func(int64, []byte) error) (stateLog, error) {
+		l, err := open()
+		if err != nil {
+			return nil, err
+		}
+		if err := l.Replay(l.StartOffset(), fn); err != nil {
+			if cerr := l.Close(); cerr != nil {
+				logger.Warn("closing the state log after a failed replay failed", zap.Error(cerr))
+			}
+			return nil, err
+		}
+		return l, nil
+	}
+	return startLoading(logger, provider, opts, dir, load, prepare)
+}
+
+// startLoading starts a shard whose loads use load; prepare (tests) runs before the goroutine
+// starts.
+func startLoading(logger *zap.Logger, provider Provider, opts Options, dir string, load logLoader, prepare func(*Shard)) *Shard {
 	s := &Shard{
 		logger:     logger,
 		opts:       opts,
 		dir:        dir,
-		openLog:    open,
+		loadLog:    load,
 		m:          newMachine(logger, provider, opts.Now, opts.ColdSnapshotInterval, opts.Log.MaxRecordBytes),
 		metrics:    newShardMetrics(opts.Metrics, opts.Partition),
 		ops:        make(chan *op, opts.QueueSize),

@@ -5,16 +5,26 @@
 // # Guarantees
 //
 //   - Append writes a batch of records as one frame with one write call and returns after an
-//     fdatasync: an acknowledged batch survives any crash. A batch is atomic: recovery finds all
+//     fdatasync (or, for a log in a SyncGroup, after a file-system sync that started after the
+//     write): an acknowledged batch survives any crash. A batch is atomic: recovery finds all
 //     of it or none of it.
 //   - Open verifies every checksum of the live log. A torn tail of the newest segment (what an
 //     interrupted append leaves) is truncated and reported; any other damage fails Open with a
 //     *CorruptionError naming the file and byte offset. Nothing acknowledged is dropped
 //     silently. Repair, for operators, cuts the log at a corruption point and reports what it
 //     dropped.
+//   - Load is Open and a replay from the log-start offset in one pass: each frame is verified
+//     as it is read, and its records are handed over before the next frame is read, so a
+//     restart reads and checksums every byte once. Recovery is Open's; a load that fails
+//     returns no log and may have handed over records before the damage, which the caller
+//     discards.
 //   - Every file creation, rename and removal is followed by an fsync of the directory. A
 //     failed write or sync is never retried: the log fails (ErrFailed) until reopened, because
-//     after a failed fsync the kernel may already have dropped the dirty pages.
+//     after a failed fsync the kernel may already have dropped the dirty pages. The batch of a
+//     failed append may still be readable from the page cache and be lost later (its pages
+//     were never written back); reopening with Options.TruncateAfter set to the failed log's
+//     EndOffset, its durable end, removes it for good. A failed sync of a SyncGroup fails every
+//     log of the group until the process restarts (ErrSyncFailed).
 //
 // # Directory
 //
@@ -84,4 +94,9 @@
 //     intact frame is what an interrupted roll leaves: it is deleted, and the segment before
 //     it must then be entirely valid.
 //   - A log-start offset below the first segment or beyond the end offset is corruption.
+//   - With a truncation offset (Options.TruncateAfter, the durable end of a log whose append
+//     failed), everything below it was synced: a bad frame there is corruption, and so is a
+//     log that ends before it. Segments wholly at or past it are deleted unread (the directory
+//     synced), then the segment holding it is truncated at the frame that starts there and
+//     synced; this is logged and counted (sharecoord_state_log_durable_end_truncations_total).
 package statelog

@@ -19,6 +19,12 @@ var (
 	ErrBatchTooLarge = errors.New("statelog: batch too large")
 	// ErrOutOfRange is returned for an offset outside [StartOffset(), EndOffset()].
 	ErrOutOfRange = errors.New("statelog: offset out of range")
+	// ErrSyncFailed is wrapped by every error of a SyncGroup after one of its file-system
+	// syncs failed, and so by every write-side error of the logs in it. The failure is
+	// permanent for the process: the kernel reports a write-back error once, and data that
+	// any log of the file system wrote before it may be lost, so no later sync can vouch for
+	// it. Reopening the logs does not help; the process must be restarted.
+	ErrSyncFailed = errors.New("statelog: file-system sync failed; the process must be restarted")
 )
 
 // CorruptionError says where the log is damaged. Segment is the path of the damaged file (a

@@ -80,15 +80,25 @@ func (l *Log) syncDir() error {
 func (l *Log) fail(err error) error {
 	if l.failed == nil {
 		l.failed = err
-		l.logger.Error("state log failed; it refuses writes until reopened", zap.Error(err))
+		if errors.Is(err, ErrSyncFailed) {
+			l.logger.Error("state log failed with its sync group; it refuses writes until the process is restarted", zap.Error(err))
+		} else {
+			l.logger.Error("state log failed; it refuses writes until reopened", zap.Error(err))
+		}
 	}
 	return fmt.Errorf("%w: %w", ErrFailed, err)
 }
 
-// usable returns why the log cannot be used by the owner now, or nil.
+// usable returns why the log cannot be used by the owner now, or nil. A failed sync group
+// fails the log.
 func (l *Log) usable() error {
 	if l.closed {
 		return ErrClosed
+	}
+	if l.failed == nil {
+		if err := l.opts.SyncGroup.Err(); err != nil {
+			return l.fail(err)
+		}
 	}
 	if l.failed != nil {
 		return fmt.Errorf("%w: %w", ErrFailed, l.failed)

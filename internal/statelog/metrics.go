@@ -20,6 +20,7 @@ type Metrics struct {
 	appendedRecords *prometheus.CounterVec
 	tornTails       *prometheus.CounterVec
 	corruptions     *prometheus.CounterVec
+	durableEndCuts  *prometheus.CounterVec
 }
 
 // NewMetrics creates every statelog metric and registers it on reg (nil: not registered). A
@@ -31,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		fsyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sharecoord_fsync_duration_seconds",
-			Help:    "Duration of one group-commit fsync of a state log.",
+			Help:    "Duration of one group-commit fsync of a state log, or of one file-system sync shared by the logs of a sync group.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 17), // 50µs … 3.3s
 		}),
 		sizeBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -66,6 +67,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sharecoord_state_log_corruptions_total",
 			Help: "Corruptions detected in the state log (open, replay or scan refused).",
 		}, part),
+		durableEndCuts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sharecoord_state_log_durable_end_truncations_total",
+			Help: "Reopens after a failed append that removed bytes past the log's durable end (an unacknowledged batch).",
+		}, part),
 	}
 	if reg != nil {
 		m.fsyncDuration = register(reg, m.fsyncDuration)
@@ -77,6 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.appendedRecords = register(reg, m.appendedRecords)
 		m.tornTails = register(reg, m.tornTails)
 		m.corruptions = register(reg, m.corruptions)
+		m.durableEndCuts = register(reg, m.durableEndCuts)
 	}
 	return m
 }
@@ -106,6 +112,7 @@ type logMetrics struct {
 	appendedRecords prometheus.Counter
 	tornTails       prometheus.Counter
 	corruptions     prometheus.Counter
+	durableEndCuts  prometheus.Counter
 }
 
 func (m *Metrics) forLog(name string) logMetrics {
@@ -122,6 +129,7 @@ func (m *Metrics) forLog(name string) logMetrics {
 		appendedRecords: m.appendedRecords.WithLabelValues(name),
 		tornTails:       m.tornTails.WithLabelValues(name),
 		corruptions:     m.corruptions.WithLabelValues(name),
+		durableEndCuts:  m.durableEndCuts.WithLabelValues(name),
 	}
 }
 
@@ -138,11 +146,15 @@ func (lm logMetrics) bounds(start, end, size int64, segments int) {
 	lm.segments.Set(float64(segments))
 }
 
+// appended counts a durable append; fsyncSeconds < 0 means the append did not sync on its own
+// (a SyncGroup observes its shared syncs).
 func (lm logMetrics) appended(records, bytes int, fsyncSeconds float64) {
 	if !lm.enabled() {
 		return
 	}
-	lm.fsyncDuration.Observe(fsyncSeconds)
+	if fsyncSeconds >= 0 {
+		lm.fsyncDuration.Observe(fsyncSeconds)
+	}
 	lm.appendedRecords.Add(float64(records))
 	lm.appendedBytes.Add(float64(bytes))
 }
@@ -156,5 +168,18 @@ func (lm logMetrics) tornTail() {
 func (lm logMetrics) corruption() {
 	if lm.enabled() {
 		lm.corruptions.Inc()
+	}
+}
+
+func (lm logMetrics) durableEndCut() {
+	if lm.enabled() {
+		lm.durableEndCuts.Inc()
+	}
+}
+
+// observeSync records the duration of one shared file-system sync.
+func (m *Metrics) observeSync(seconds float64) {
+	if m != nil {
+		m.fsyncDuration.Observe(seconds)
 	}
 }

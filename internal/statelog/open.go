@@ -29,17 +29,55 @@ func Open(logger *zap.Logger, dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openLocked(logger, dir, opts, lock)
+	return openLocked(logger, dir, opts, lock, nil)
+}
+
+// Load opens the log in dir like Open and, in the same pass, calls fn for every record of the
+// log from its log-start offset to its end offset, in order: what Open followed by
+// Replay(StartOffset()) delivers, with every byte read and checksummed once instead of twice.
+// Recovery is Open's: segments are verified in order, each frame before any of its records goes
+// to fn; a torn tail of the newest segment is truncated and reported; any other damage returns
+// a *CorruptionError naming the file and byte offset and changes nothing on disk. record
+// aliases the read buffer and is valid only until fn returns.
+//
+// On any error (damage, I/O, or a non-nil error from fn, which stops the load and is returned
+// as is) no Log is returned and the directory is unlocked; fn may already have been called for
+// records that precede the damage, so the caller must discard whatever it built from them, as
+// it would after any failed load.
+func Load(logger *zap.Logger, dir string, opts Options, fn func(offset int64, record []byte) error) (*Log, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if fn == nil {
+		return nil, errors.New("statelog: Load needs a record callback")
+	}
+	opts, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(opts.FS, dir)
+	if err != nil {
+		return nil, err
+	}
+	return openLocked(logger, dir, opts, lock, fn)
 }
 
 // openLocked opens the log in dir, whose lock the caller holds and hands over to the Log (it
-// is released on failure).
-func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer) (*Log, error) {
+// is released on failure). deliver, if not nil, receives the records as recovery verifies them
+// (Load).
+func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, deliver func(int64, []byte) error) (*Log, error) {
 	began := time.Now()
 	logger = logger.With(zap.String("dir", dir))
 	l := &Log{logger: logger, dir: dir, opts: opts, fs: opts.FS, m: opts.Metrics.forLog(opts.Name), lock: lock}
-	if err := l.recover(); err != nil {
-		if ce := (*CorruptionError)(nil); errors.As(err, &ce) {
+	err := opts.SyncGroup.join(dir)
+	if err == nil {
+		err = l.recover(deliver)
+	}
+	if err != nil {
+		var cb callbackError
+		if errors.As(err, &cb) {
+			err = cb.err
+		} else if ce := (*CorruptionError)(nil); errors.As(err, &ce) {
 			l.m.corruption()
 			logger.Error("state log is corrupt", zap.Error(err))
 		}
@@ -95,9 +133,18 @@ func lockDir(fsys FS, dir string) (io.Closer, error) {
 	return lock, nil
 }
 
-// recover inspects the directory and applies the recovery the inspection calls for.
-func (l *Log) recover() error {
-	st, err := newInspector(l.logger, l.dir, l.opts).inspect()
+// recover inspects the directory, handing the live records to deliver if set, and applies the
+// recovery the inspection calls for. Nothing is changed on disk before the whole log verified.
+func (l *Log) recover(deliver func(int64, []byte) error) error {
+	in := newInspector(l.logger, l.dir, l.opts)
+	in.deliver = deliver
+	if c := l.opts.TruncateAfter; c != nil {
+		if *c < 0 {
+			return fmt.Errorf("%w: truncate after offset %d", ErrOutOfRange, *c)
+		}
+		in.cut = *c
+	}
+	st, err := in.inspect()
 	if err != nil {
 		return err
 	}
@@ -123,6 +170,20 @@ func (l *Log) recover() error {
 		if err := l.remove(s.path); err != nil {
 			return err
 		}
+		dirty = true
+	}
+	// Segments past the truncation offset go first: were the cut interrupted, no later
+	// segment is left to continue from a cut segment.
+	var cutBytes int64
+	for _, s := range slices.Backward(st.beyond) {
+		size, err := l.fileSize(s.path)
+		if err != nil {
+			return err
+		}
+		if err := l.remove(s.path); err != nil {
+			return err
+		}
+		cutBytes += size
 		dirty = true
 	}
 	if dirty {
@@ -153,6 +214,23 @@ func (l *Log) recover() error {
 				return err
 			}
 		}
+		if c := st.cut; c != nil && c.at < c.size {
+			if err := l.truncateActive(c.seg.path, c.at); err != nil {
+				return err
+			}
+			cutBytes += c.size - c.at
+		}
+	}
+	if cutBytes > 0 {
+		l.m.durableEndCut()
+		paths := make([]string, len(st.beyond))
+		for i, s := range st.beyond {
+			paths[i] = s.path
+		}
+		l.logger.Warn("truncated the log to its durable end: removed what a failed append may have left",
+			zap.Int64("durable_end", st.end),
+			zap.Int64("dropped_bytes", cutBytes),
+			zap.Strings("deleted_segments", paths))
 	}
 	var size int64
 	for _, s := range l.segments {
@@ -163,11 +241,8 @@ func (l *Log) recover() error {
 }
 
 func (l *Log) truncateTornTail(t *tornTail) error {
-	if err := l.active.Truncate(t.at); err != nil {
-		return fmt.Errorf("statelog: truncate torn tail of %s: %w", t.seg.path, err)
-	}
-	if err := l.active.Sync(); err != nil {
-		return fmt.Errorf("statelog: sync %s after truncating its torn tail: %w", t.seg.path, err)
+	if err := l.truncateActive(t.seg.path, t.at); err != nil {
+		return err
 	}
 	t.seg.size = t.at
 	l.m.tornTail()
@@ -177,4 +252,22 @@ func (l *Log) truncateTornTail(t *tornTail) error {
 		zap.Int64("dropped_bytes", t.size-t.at),
 		zap.String("reason", t.reason))
 	return nil
+}
+
+// truncateActive cuts the active segment (at path) to size bytes and syncs it.
+func (l *Log) truncateActive(path string, size int64) error {
+	if err := l.active.Truncate(size); err != nil {
+		return fmt.Errorf("statelog: truncate %s to %d bytes: %w", path, size, err)
+	}
+	if err := l.active.Sync(); err != nil {
+		return fmt.Errorf("statelog: sync %s after truncating it: %w", path, err)
+	}
+	return nil
+}
+
+// fileSize returns the size of the file at path.
+func (l *Log) fileSize(path string) (int64, error) {
+	var size int64
+	err := withFile(l.fs, path, func(_ File, s int64) error { size = s; return nil })
+	return size, err
 }

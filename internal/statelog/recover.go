@@ -30,6 +30,15 @@ type dirState struct {
 	below    []segment // segments wholly below the log-start offset
 	torn     *tornTail // bad frame at the tail of the newest segment
 	stray    []string  // files in the directory that are not the log's, left alone
+	beyond   []segment // segments wholly at or past the truncation offset, to delete unread
+	cut      *cutPoint // where the newest live segment is truncated to the truncation offset
+}
+
+// cutPoint is where the newest live segment is cut to honour Options.TruncateAfter.
+type cutPoint struct {
+	seg  *segment
+	at   int64 // byte position of the first frame at or past the truncation offset
+	size int64 // size of the file before the cut
 }
 
 // tornTail is the end of the newest segment that an interrupted append left behind.
@@ -47,10 +56,20 @@ type inspector struct {
 	dir    string
 	opts   Options
 	buf    []byte
+
+	// cut ≥ 0 is the end offset to truncate the log to (Options.TruncateAfter); -1: none.
+	// Nothing at or past it is read.
+	cut int64
+	// deliver, when set, is handed the records of the live log (offsets from the log-start
+	// offset up to the end or the cut) while their frames are verified, so that a load reads
+	// and checksums every byte once. A frame's records go out only after the whole frame
+	// verified; damage found later in the log still fails the inspection.
+	deliver func(offset int64, record []byte) error
+	from    int64 // the log-start offset, once known: the first offset delivered
 }
 
 func newInspector(logger *zap.Logger, dir string, opts Options) *inspector {
-	return &inspector{logger: logger, fs: opts.FS, dir: dir, opts: opts, buf: make([]byte, opts.ReadBufferBytes)}
+	return &inspector{logger: logger, fs: opts.FS, dir: dir, opts: opts, buf: make([]byte, opts.ReadBufferBytes), cut: -1}
 }
 
 func (in *inspector) path(name string) string { return filepath.Join(in.dir, name) }
@@ -103,6 +122,13 @@ func (in *inspector) inspect() (*dirState, error) {
 		}
 	}
 
+	if in.cut >= 0 {
+		if in.cut < st.start {
+			return nil, fmt.Errorf("%w: truncate after offset %d, below the log-start offset %d", ErrOutOfRange, in.cut, st.start)
+		}
+		segs, st.beyond = splitAtCut(segs, st.start, in.cut)
+	}
+
 	if n := len(segs); n > 0 {
 		remnant, err := in.isRollRemnant(&segs[n-1])
 		if err != nil {
@@ -118,6 +144,9 @@ func (in *inspector) inspect() (*dirState, error) {
 		if st.start != 0 {
 			return nil, &CorruptionError{Segment: in.path(startFileName), kind: damageStart, fixStart: -1,
 				Reason: fmt.Sprintf("log-start offset %d but no segments", st.start)}
+		}
+		if in.cut > 0 {
+			return nil, in.endsBeforeCut(in.path(startFileName), 0, 0)
 		}
 		return st, nil
 	}
@@ -137,18 +166,33 @@ func (in *inspector) inspect() (*dirState, error) {
 		return nil, &CorruptionError{Segment: in.path(startFileName), Reason: reason, kind: damageStart, fixStart: segs[0].base}
 	}
 
+	in.from = st.start
 	next := segs[0].base
 	for i := range segs {
 		// A torn tail is possible only in the newest segment, and not when that segment
 		// was followed by an interrupted roll: a roll starts only after the previous
-		// segment's last append was synced.
-		allowTorn := i == len(segs)-1 && st.remnant == nil
-		end, torn, err := in.verifySegment(&segs[i], next, allowTorn)
+		// segment's last append was synced. Nor below a truncation offset: everything
+		// there was synced.
+		newest := i == len(segs)-1
+		allowTorn := newest && st.remnant == nil && in.cut < 0
+		cut := int64(-1)
+		if newest {
+			cut = in.cut
+		}
+		end, torn, cutAt, err := in.verifySegment(&segs[i], next, allowTorn, cut)
 		if err != nil {
 			return nil, err
 		}
 		st.torn = torn
 		next = end
+		if cutAt >= 0 {
+			st.cut = &cutPoint{seg: &segs[i], at: cutAt, size: segs[i].size}
+			segs[i].size = cutAt
+		}
+	}
+	if in.cut >= 0 && next < in.cut {
+		last := &segs[len(segs)-1]
+		return nil, in.endsBeforeCut(last.path, last.size, next)
 	}
 	st.segments, st.end = segs, next
 	if st.start > st.end {
@@ -156,6 +200,28 @@ func (in *inspector) inspect() (*dirState, error) {
 			Reason: fmt.Sprintf("log-start offset %d is beyond the end offset %d", st.start, st.end)}
 	}
 	return st, nil
+}
+
+// splitAtCut returns the segments that may hold records below cut, and those wholly at or
+// past it. The first segment that holds the log-start offset always stays, so that the log
+// keeps a segment to append to.
+func splitAtCut(segs []segment, start, cut int64) (keep, beyond []segment) {
+	first := 0
+	for first < len(segs)-1 && segs[first+1].base <= start {
+		first++
+	}
+	n := len(segs)
+	for n > first+1 && segs[n-1].base >= cut {
+		n--
+	}
+	return segs[:n], segs[n:]
+}
+
+// endsBeforeCut reports a log that ends at offset end, below the truncation offset: records
+// that were synced are missing.
+func (in *inspector) endsBeforeCut(path string, at, end int64) error {
+	return &CorruptionError{Segment: path, Offset: at,
+		Reason: fmt.Sprintf("the log ends at offset %d, before its durable end %d", end, in.cut)}
 }
 
 // readStart reads the persisted log-start offset.
@@ -195,17 +261,18 @@ func (in *inspector) readStart() (int64, error) {
 func (in *inspector) isRollRemnant(seg *segment) (bool, error) {
 	remnant := false
 	err := in.withFile(seg.path, func(f File, size int64) error {
-		r := newFrameReader(f, seg.path, size, in.buf, in.opts.MaxRecordBytes)
-		defer func() { in.buf = r.buf }()
 		if size >= segmentHeaderSize {
-			hb, err := r.window(0, segmentHeaderSize)
-			if err != nil {
-				return err
+			// The header alone: the segment is read whole once, when it is verified.
+			var hb [segmentHeaderSize]byte
+			if _, err := f.ReadAt(hb[:], 0); err != nil {
+				return fmt.Errorf("read %s: %w", seg.path, err)
 			}
-			if _, intact, _ := decodeSegmentHeader(hb); intact {
+			if _, intact, _ := decodeSegmentHeader(hb[:]); intact {
 				return nil
 			}
 		}
+		r := newFrameReader(f, seg.path, size, in.buf, in.opts.MaxRecordBytes)
+		defer func() { in.buf = r.buf }()
 		found, err := r.frameAfter(0)
 		if err != nil {
 			return err
@@ -220,12 +287,15 @@ func (in *inspector) isRollRemnant(seg *segment) (bool, error) {
 }
 
 // verifySegment checks seg's header against its name and against next, the offset the
-// previous segment ends at, then every frame. It returns the segment's end offset. With
-// allowTorn, a bad frame that no intact frame follows is a torn tail, returned for
-// truncation; every other bad frame is corruption.
-func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool) (int64, *tornTail, error) {
-	var torn *tornTail
-	err := in.withFile(seg.path, func(f File, size int64) error {
+// previous segment ends at, then every frame, handing the records of each verified frame to
+// in.deliver if set. It returns the segment's end offset. With allowTorn, a bad frame that no
+// intact frame follows is a torn tail, returned for truncation; every other bad frame is
+// corruption. With cut ≥ 0, verification stops at the frame that starts at offset cut, whose
+// byte position is returned as cutAt (-1 when the segment ends first); a frame that holds
+// offsets on both sides of cut is an error.
+func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool, cut int64) (end int64, torn *tornTail, cutAt int64, err error) {
+	cutAt = -1
+	err = in.withFile(seg.path, func(f File, size int64) error {
 		seg.size = size
 		r := newFrameReader(f, seg.path, size, in.buf, in.opts.MaxRecordBytes)
 		defer func() { in.buf = r.buf }()
@@ -233,13 +303,24 @@ func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool) (in
 			return err
 		}
 		pos := int64(segmentHeaderSize)
-		for pos < size {
+		for pos < size && next != cut {
 			fr, bad, err := r.next(pos)
 			if err != nil {
 				return err
 			}
 			if bad == nil && fr.hdr.base != next {
 				bad = &badFrame{pos: pos, reason: fmt.Sprintf("frame base offset %d, expected %d", fr.hdr.base, next)}
+			}
+			if bad == nil && cut >= 0 && next+int64(fr.hdr.count) > cut {
+				return fmt.Errorf("statelog: cannot truncate %s after offset %d: the frame at byte %d holds offsets [%d, %d)",
+					seg.path, cut, pos, next, next+int64(fr.hdr.count))
+			}
+			if bad == nil && in.deliver != nil {
+				if err := records(fr.payload, fr.hdr.count, fr.hdr.base, in.from, in.deliver); errors.Is(err, errMalformed) {
+					bad = &badFrame{pos: pos, reason: err.Error()}
+				} else if err != nil {
+					return err
+				}
 			}
 			if bad != nil {
 				if allowTorn && bad.torn {
@@ -258,9 +339,12 @@ func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool) (in
 			next += int64(fr.hdr.count)
 			pos = fr.end()
 		}
+		if next == cut {
+			cutAt = pos
+		}
 		return nil
 	})
-	return next, torn, err
+	return next, torn, cutAt, err
 }
 
 // checkSegmentHeader verifies the header of seg: intact, in agreement with the file name, and

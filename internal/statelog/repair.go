@@ -52,6 +52,7 @@ func Repair(logger *zap.Logger, dir string, opts Options) (RepairReport, error) 
 	if err != nil {
 		return report, err
 	}
+	opts.TruncateAfter, opts.SyncGroup = nil, nil
 	if _, err := opts.FS.ReadDir(dir); err != nil {
 		return report, fmt.Errorf("statelog: repair %s: %w", dir, err)
 	}
@@ -77,7 +78,7 @@ func Repair(logger *zap.Logger, dir string, opts Options) (RepairReport, error) 
 			return report, errors.Join(err, lock.Close())
 		}
 	}
-	l, err := openLocked(logger, dir, opts, lock)
+	l, err := openLocked(logger, dir, opts, lock, nil)
 	if err != nil {
 		return report, err
 	}

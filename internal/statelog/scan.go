@@ -81,7 +81,7 @@ func scanSegmentFile(logger *zap.Logger, path string, opts Options) (segment, in
 	if err != nil {
 		return segment{}, 0, nil, err
 	}
-	end, torn, err := in.verifySegment(&seg, seg.base, true)
+	end, torn, _, err := in.verifySegment(&seg, seg.base, true, -1)
 	if err != nil {
 		return segment{}, 0, nil, err
 	}

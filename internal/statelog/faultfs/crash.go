@@ -562,3 +562,72 @@ func (f *crashFile) Close() error {
 	f.closed = true
 	return nil
 }
+
+// OpenSyncer implements vfs.FS. The whole CrashFS is one file system: the Syncer's Sync makes
+// the data of every file durable, as File.Sync of each would; directory entries stay as they
+// are until SyncDir, which keeps tests strict about directory syncs.
+func (c *CrashFS) OpenSyncer(dir string) (vfs.Syncer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.lookup("open-syncer", dir)
+	if err != nil {
+		return nil, err
+	}
+	if !n.isDir {
+		return nil, &fs.PathError{Op: "open-syncer", Path: dir, Err: syscall.ENOTDIR}
+	}
+	return &crashSyncer{fs: c}, nil
+}
+
+// crashSyncer syncs a whole CrashFS.
+type crashSyncer struct {
+	fs     *CrashFS
+	closed bool
+}
+
+func (s *crashSyncer) Sync() error {
+	s.fs.mu.Lock()
+	defer s.fs.mu.Unlock()
+	if s.closed {
+		return &fs.PathError{Op: "syncfs", Path: "/", Err: fs.ErrClosed}
+	}
+	seen := make(map[*node]bool)
+	var walk func(n *node)
+	walk = func(n *node) {
+		if seen[n] {
+			return
+		}
+		seen[n] = true
+		if !n.isDir {
+			n.sync()
+			return
+		}
+		for _, child := range n.entries {
+			walk(child)
+		}
+		for _, child := range n.durable {
+			walk(child)
+		}
+	}
+	walk(s.fs.root)
+	return nil
+}
+
+func (s *crashSyncer) Holds(dir string) (bool, error) {
+	s.fs.mu.Lock()
+	defer s.fs.mu.Unlock()
+	if _, err := s.fs.lookup("stat", dir); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (s *crashSyncer) Close() error {
+	s.fs.mu.Lock()
+	defer s.fs.mu.Unlock()
+	if s.closed {
+		return &fs.PathError{Op: "close", Path: "/", Err: fs.ErrClosed}
+	}
+	s.closed = true
+	return nil
+}

@@ -328,3 +328,56 @@ func TestWriteBeyondEndZeroFills(t *testing.T) {
 		t.Fatalf("Size() = %d, want 8", size)
 	}
 }
+
+// The syncer of a CrashFS makes every file's data durable, open or not, and leaves directory
+// entries to SyncDir; through FS, its operations are injectable.
+func TestCrashFSSyncer(t *testing.T) {
+	mem := NewCrashFS()
+	if err := mem.MkdirAll("/d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := mem.Create("/d/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.WriteAt([]byte("synced by syncfs"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Create("/d/new"); err != nil { // entry never synced
+		t.Fatal(err)
+	}
+	f := Wrap(mem, nil)
+	s, err := f.OpenSyncer("/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	after := mem.CrashClone(CrashOptions{})
+	if b, err := after.ReadFile("/d/old"); err != nil || string(b) != "synced by syncfs" {
+		t.Fatalf("after the cut /d/old = %q, %v", b, err)
+	}
+	if _, err := after.ReadFile("/d/new"); err == nil {
+		t.Fatal("a directory entry survived without SyncDir")
+	}
+	if same, err := s.Holds("/d"); err != nil || !same {
+		t.Fatalf("Holds(/d) = %v, %v", same, err)
+	}
+	f.SetInjector(Match(OnKinds(OpSyncFS), syscall.EIO))
+	if err := s.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("injected syncfs failure: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.OpenSyncer("/missing"); err == nil {
+		t.Fatal("OpenSyncer of a missing directory succeeded")
+	}
+}

@@ -138,6 +138,47 @@ func (f *FS) Lock(name string) (io.Closer, error) {
 	return &faultLock{fs: f, l: l, path: name}, nil
 }
 
+// OpenSyncer implements vfs.FS. The syncer's Sync is an OpSyncFS on dir, Holds an OpStat of
+// the directory asked about, and Close an OpClose on dir.
+func (f *FS) OpenSyncer(dir string) (vfs.Syncer, error) {
+	if err := f.check(OpOpenSyncer, dir); err != nil {
+		return nil, err
+	}
+	s, err := f.inner.OpenSyncer(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &faultSyncer{fs: f, s: s, path: dir}, nil
+}
+
+type faultSyncer struct {
+	fs   *FS
+	s    vfs.Syncer
+	path string
+}
+
+func (s *faultSyncer) Sync() error {
+	if err := s.fs.check(OpSyncFS, s.path); err != nil {
+		return err
+	}
+	return s.s.Sync()
+}
+
+func (s *faultSyncer) Holds(dir string) (bool, error) {
+	if err := s.fs.check(OpStat, dir); err != nil {
+		return false, err
+	}
+	return s.s.Holds(dir)
+}
+
+func (s *faultSyncer) Close() error {
+	err := s.s.Close()
+	if ierr := s.fs.check(OpClose, s.path); err == nil {
+		err = ierr
+	}
+	return err
+}
+
 type faultLock struct {
 	fs   *FS
 	l    io.Closer

@@ -6,7 +6,8 @@ import "fmt"
 type OpKind int
 
 // The operations an Injector is consulted about. File operations carry the path the file was
-// opened with; OpClose covers closing files and releasing locks.
+// opened with; OpClose covers closing files, releasing locks and closing syncers. Syncer
+// operations carry the directory the syncer was opened on (OpSyncFS) or asked about (OpStat).
 const (
 	OpCreate OpKind = iota
 	OpOpen
@@ -23,6 +24,9 @@ const (
 	OpTruncate
 	OpSize
 	OpClose
+	OpOpenSyncer
+	OpSyncFS
+	OpStat
 )
 
 var opNames = [...]string{
@@ -41,6 +45,9 @@ var opNames = [...]string{
 	OpTruncate:      "truncate",
 	OpSize:          "size",
 	OpClose:         "close",
+	OpOpenSyncer:    "open-syncer",
+	OpSyncFS:        "syncfs",
+	OpStat:          "stat",
 }
 
 // String returns the operation's name, e.g. "sync".
@@ -54,7 +61,7 @@ func (k OpKind) String() string {
 // Mutates reports whether the operation can change the filesystem's state.
 func (k OpKind) Mutates() bool {
 	switch k {
-	case OpCreate, OpRemove, OpRename, OpMkdirAll, OpSyncDir, OpLock, OpWrite, OpSync, OpTruncate, OpClose:
+	case OpCreate, OpRemove, OpRename, OpMkdirAll, OpSyncDir, OpLock, OpWrite, OpSync, OpTruncate, OpClose, OpSyncFS:
 		return true
 	default:
 		return false

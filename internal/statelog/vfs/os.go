@@ -112,3 +112,5 @@ func (o osFile) Size() (int64, error) {
 	}
 	return fi.Size(), nil
 }
+
+func (osFS) OpenSyncer(dir string) (Syncer, error) { return openSyncer(dir) }

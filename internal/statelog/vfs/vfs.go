@@ -34,6 +34,22 @@ type FS interface {
 	// Lock takes an exclusive advisory lock on the file name (created if missing), held until
 	// the returned Closer is closed. It fails at once if another holder has the lock.
 	Lock(name string) (io.Closer, error)
+	// OpenSyncer opens the file system that holds the directory dir for whole-file-system
+	// syncs. It fails where such a sync would not report write-back errors reliably.
+	OpenSyncer(dir string) (Syncer, error)
+}
+
+// Syncer syncs one whole file system: syncfs(2) on a descriptor kept open for its lifetime.
+type Syncer interface {
+	// Sync makes durable every write made, through any file, to the file system before the
+	// call, with the metadata needed to read it back. It reports a write-back error that
+	// happened on the file system since the Syncer was opened, once: a later Sync may succeed
+	// although the data of the failed write-back is lost, so callers must treat the first
+	// error as permanent.
+	Sync() error
+	// Holds reports whether the directory dir lives on this file system.
+	Holds(dir string) (bool, error)
+	io.Closer
 }
 
 // File is an open file. Reads and writes are positional; a File keeps no cursor.

@@ -1,0 +1,417 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+)
+
+// openReal opens a shard the way the server does (statelog.Load) and closes it at the end.
+func openReal(t *testing.T, logger *zap.Logger, opts Options) *Shard {
+	t.Helper()
+	if opts.Now == nil {
+		opts.Now = newFakeClock().Now
+	}
+	s := Open(logger, newLimits(500), opts)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// failNth fails the n-th (1-based) operation that p selects with err, and no other.
+func failNth(n int64, p faultfs.Predicate, err error) faultfs.Injector {
+	var seen atomic.Int64
+	return faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if p(op) && seen.Add(1) == n {
+			return err
+		}
+		return nil
+	})
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func segmentSizes(t *testing.T, dir string) int64 {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) == ".seg" {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// summaryWhenServing asks for k's summary until the shard answers it (it may be reloading).
+func summaryWhenServing(t *testing.T, s *Shard, k Key) SummaryResult {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		s.mu.Lock()
+		changed := s.changed
+		s.mu.Unlock()
+		r := s.ReadSummary(context.Background(), SummaryRequest{Key: k})
+		if r.Code == ErrNone {
+			return r
+		}
+		if !retriable(r.Result) {
+			t.Fatalf("summary of %v: %+v", k, r)
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the shard did not serve again: %+v", r)
+		}
+	}
+}
+
+// waitState waits until s is in state want.
+func waitState(t *testing.T, s *Shard, want State) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		s.mu.Lock()
+		st, changed := s.status.State, s.changed
+		s.mu.Unlock()
+		if st == want {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("shard in state %v, want %v", st, want)
+		}
+	}
+}
+
+// After an append whose sync failed, the reload cuts the log back to its durable end: the
+// unacknowledged batch is gone from disk and from the state, although its write reached the
+// file (and a plain reopen would find it). A load that fails in between keeps the cut pending.
+func TestShardReloadTruncatesToDurableEnd(t *testing.T) {
+	tests := []struct {
+		name string
+		// alsoFail fails something of the first reload, which is then retried.
+		alsoFail faultfs.Predicate
+	}{
+		{name: "reload succeeds"},
+		{name: "first reload fails", alsoFail: faultfs.OnKinds(faultfs.OpLock)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := faultfs.Wrap(vfs.OS(), nil)
+			reg := prometheus.NewRegistry()
+			opts := Options{DataDir: t.TempDir(), RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
+				Log: statelog.Options{FS: fsys, Metrics: statelog.NewMetrics(reg)}}
+			s := openReal(t, zaptest.NewLogger(t), opts)
+			ctx := context.Background()
+			if err := s.WaitLoaded(ctx); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(opts.DataDir, "__share_group_state-0")
+			mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+			mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 10, StateBatches: bs(sb(10, 19, 2, 1))}))
+			durableEnd, durableBytes := s.Stats().LogEndOffset, segmentSizes(t, dir)
+
+			syncFails := failNth(1, faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), syscall.EIO)
+			inj := syncFails
+			if tc.alsoFail != nil {
+				inj = faultfs.Any(syncFails, failNth(1, tc.alsoFail, syscall.EIO))
+			}
+			fsys.SetInjector(inj)
+			r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 42, StateBatches: bs(sb(42, 50, 2, 1))})
+			if r.Code != ErrCoordinatorNotAvailable {
+				t.Fatalf("write whose sync failed: %+v", r)
+			}
+			got := summaryWhenServing(t, s, testKey)
+			fsys.SetInjector(nil)
+
+			if got.StartOffset != 10 {
+				t.Fatalf("after the reload: %+v, want the last acknowledged start offset 10", got)
+			}
+			if st := s.Stats(); st.LogEndOffset != durableEnd {
+				t.Fatalf("log end %d after the reload, want the durable end %d", st.LogEndOffset, durableEnd)
+			}
+			if got := segmentSizes(t, dir); got != durableBytes {
+				t.Fatalf("segments hold %d bytes after the reload, want the %d durable ones", got, durableBytes)
+			}
+			if got := counterValue(t, reg, "sharecoord_state_log_durable_end_truncations_total"); got != 1 {
+				t.Fatalf("durable-end truncations = %v, want 1", got)
+			}
+			// It serves and persists again; a fresh open sees the same.
+			mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 43}))
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: opts.DataDir})
+			if err := s2.WaitLoaded(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 43 {
+				t.Fatalf("after reopening: %+v, want start offset 43", got)
+			}
+		})
+	}
+}
+
+// Many partitions share one file-system sync group: writes spread over them are all durable,
+// without a single fdatasync of a segment, and survive reopening.
+func TestShardSyncGroupManyPartitions(t *testing.T) {
+	const partitions = 16
+	dataDir := t.TempDir()
+	fsys := faultfs.Wrap(vfs.OS(), nil)
+	g, err := statelog.NewSyncGroup(zaptest.NewLogger(t), dataDir, statelog.SyncGroupOptions{FS: fsys})
+	if err != nil {
+		t.Fatalf("NewSyncGroup: %v (needs Linux 5.8 or later)", err)
+	}
+	defer g.Close()
+	shards := make([]*Shard, partitions)
+	for p := range shards {
+		shards[p] = openReal(t, zaptest.NewLogger(t), Options{Partition: p, DataDir: dataDir, Log: statelog.Options{FS: fsys, SyncGroup: g}})
+	}
+	ctx := context.Background()
+	for _, s := range shards {
+		if err := s.WaitLoaded(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fileSyncs atomic.Int64
+	fsys.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpSync {
+			fileSyncs.Add(1)
+		}
+		return nil
+	}))
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 64 {
+		wg.Go(func() {
+			s := shards[w%partitions]
+			k := Key{GroupID: "g", TopicID: testTopic, Partition: int32(w)}
+			if r := s.Initialize(ctx, InitializeRequest{Key: k, StateEpoch: 1}); r.Code != ErrNone {
+				errs <- fmt.Errorf("initialize %v: %+v", k, r)
+				return
+			}
+			for j := int64(1); j <= 20; j++ {
+				if r := s.Write(ctx, WriteRequest{Key: k, StateEpoch: 1, StartOffset: j, StateBatches: bs(sb(j, j+1, 2, 1))}); r.Code != ErrNone {
+					errs <- fmt.Errorf("write %v: %+v", k, r)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	fsys.SetInjector(nil)
+	var commits int64
+	for _, s := range shards {
+		commits += s.Stats().Commits
+	}
+	if fileSyncs.Load() != 0 {
+		t.Fatalf("%d fdatasyncs of segments; a sync group makes none", fileSyncs.Load())
+	}
+	if g.Syncs() == 0 || g.Syncs() > commits {
+		t.Fatalf("%d file-system syncs for %d commits", g.Syncs(), commits)
+	}
+	t.Logf("%d commits over %d partitions made durable by %d file-system syncs", commits, partitions, g.Syncs())
+	for _, s := range shards {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for w := range 64 {
+		p := w % partitions
+		s := openReal(t, zaptest.NewLogger(t), Options{Partition: p, DataDir: dataDir})
+		if err := s.WaitLoaded(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k := Key{GroupID: "g", TopicID: testTopic, Partition: int32(w)}
+		if got := s.ReadSummary(ctx, SummaryRequest{Key: k}); got.Code != ErrNone || got.StartOffset != 20 {
+			t.Fatalf("key %v after reopening: %+v", k, got)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A failed file-system sync fails every partition of the group for good: the write in flight
+// and every later one get COORDINATOR_NOT_AVAILABLE, the partitions end Failed without retrying,
+// and each logs at ERROR that the process must be restarted.
+func TestShardSyncGroupFailure(t *testing.T) {
+	dataDir := t.TempDir()
+	fsys := faultfs.Wrap(vfs.OS(), nil)
+	g, err := statelog.NewSyncGroup(zaptest.NewLogger(t), dataDir, statelog.SyncGroupOptions{FS: fsys})
+	if err != nil {
+		t.Fatalf("NewSyncGroup: %v (needs Linux 5.8 or later)", err)
+	}
+	defer g.Close()
+	core, logs := observer.New(zapcore.ErrorLevel)
+	shards := make([]*Shard, 3)
+	for p := range shards {
+		shards[p] = openReal(t, zap.New(core), Options{Partition: p, DataDir: dataDir, RetryBackoff: time.Millisecond,
+			MaxRetryBackoff: time.Millisecond, Log: statelog.Options{FS: fsys, SyncGroup: g}})
+	}
+	ctx := context.Background()
+	for _, s := range shards {
+		if err := s.WaitLoaded(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	}
+	fsys.SetInjector(failNth(1, faultfs.OnKinds(faultfs.OpSyncFS), syscall.EIO))
+	if r := shards[0].Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {
+		t.Fatalf("write whose sync failed: %+v", r)
+	}
+	fsys.SetInjector(nil) // later syncs would succeed: the group must not trust them
+	for p, s := range shards {
+		if p > 0 {
+			if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {
+				t.Fatalf("partition %d: write after the failure: %+v", p, r)
+			}
+		}
+		waitState(t, s, Failed)
+		if err := s.WaitLoaded(ctx); !errors.Is(err, statelog.ErrSyncFailed) {
+			t.Fatalf("partition %d: %v, want it failed with ErrSyncFailed", p, err)
+		}
+		if r := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable {
+			t.Fatalf("partition %d: summary after the failure: %+v", p, r)
+		}
+	}
+	restart := logs.FilterMessageSnippet("restart the process").Len()
+	if restart != len(shards) {
+		t.Fatalf("%d ERROR entries ask for a restart, want one per partition:\n%v", restart, logs.All())
+	}
+}
+
+// Power cuts under a concurrent workload over partitions of one sync group (on the crash
+// filesystem, whose file-system sync makes every file's data durable): every acknowledged write
+// survives.
+func TestShardSyncGroupCrashRecovery(t *testing.T) {
+	for seed := uint64(0); seed < 6; seed++ {
+		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			crash := faultfs.NewCrashFS()
+			if err := crash.MkdirAll("/data"); err != nil {
+				t.Fatal(err)
+			}
+			if err := crash.SyncDir("/"); err != nil {
+				t.Fatal(err)
+			}
+			g, err := statelog.NewSyncGroup(zaptest.NewLogger(t), "/data", statelog.SyncGroupOptions{FS: crash})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			const partitions = 3
+			shards := make([]*Shard, partitions)
+			for p := range shards {
+				shards[p] = openReal(t, zaptest.NewLogger(t), Options{Partition: p, DataDir: "/data",
+					Log: statelog.Options{FS: crash, SegmentBytes: 2048, SyncGroup: g}})
+			}
+			ctx := context.Background()
+			keys := []Key{key(0), key(1), key(2), key(3), key(4), key(5)}
+			route := func(k Key) *Shard { return shards[int(k.Partition)%partitions] }
+			for _, k := range keys {
+				if err := route(k).WaitLoaded(ctx); err != nil {
+					t.Fatal(err)
+				}
+				mustOK(t, route(k).Initialize(ctx, InitializeRequest{Key: k, StateEpoch: 1}))
+			}
+			a := &acked{so: map[Key]int64{}}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range 4 {
+				wg.Go(func() {
+					r := rand.New(rand.NewPCG(seed, uint64(w)))
+					for j := int64(1); ; j++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						k := keys[r.IntN(len(keys))]
+						so := j*10 + int64(w)
+						req := randomWrite(r, k, so)
+						req.StateEpoch, req.LeaderEpoch, req.StartOffset = 1, 0, so
+						if res := route(k).Write(ctx, req); res.Code == ErrNone {
+							a.note(k, so)
+						} else if !retriable(res) {
+							t.Errorf("write: %+v", res)
+							return
+						}
+					}
+				})
+			}
+			r := rand.New(rand.NewPCG(seed, 99))
+			for cut := range 3 {
+				for n := g.Syncs() + int64(5+r.IntN(30)); g.Syncs() < n; {
+					shards[0].ReadSummary(ctx, SummaryRequest{Key: keys[0]})
+				}
+				want := a.copy()
+				clone := crash.CrashClone(faultfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(cut))), ZeroFill: cut%2 == 1})
+				for p := range partitions {
+					s2 := openReal(t, zaptest.NewLogger(t), Options{Partition: p, DataDir: "/data", Log: statelog.Options{FS: clone}})
+					if err := s2.WaitLoaded(ctx); err != nil {
+						t.Fatalf("cut %d, partition %d: the log left by the power cut does not load: %v", cut, p, err)
+					}
+					for k, so := range want {
+						if route(k) != shards[p] {
+							continue
+						}
+						if got := s2.ReadSummary(ctx, SummaryRequest{Key: k}); got.Code != ErrNone || got.StartOffset < so {
+							t.Fatalf("cut %d: key %v: %+v, but a write with start offset %d was acknowledged", cut, k, got, so)
+						}
+					}
+					if err := s2.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			close(stop)
+			wg.Wait()
+		})
+	}
+}
