@@ -182,7 +182,8 @@ func Definitions() []Definition {
 			Name: keyLoadBufferSize, Type: TypeInt, Default: "5242880", Validator: AtLeast(1),
 			Importance: ImportanceHigh, Scope: ScopeBroker,
 			Doc: "Batch size in bytes for reading a state log when loading state information into memory on start " +
-				"(soft-limit, overridden if records are too large).",
+				"(soft-limit, overridden if records are too large). coordinatord reads at most 1 MiB at a time " +
+				"whatever the value: larger reads leave the cache before they are decoded.",
 		},
 		{
 			Name: keyPruneIntervalMs, Type: TypeInt, Default: "300000", Validator: AtLeast(1),

@@ -22,9 +22,9 @@ const minReadBufferBytes = 64
 
 // MaxReadBufferBytes caps Options.ReadBufferBytes: the buffer is the unit of one read, and a
 // read larger than a core's cache evicts its first bytes before the records in them are
-// decoded. Loading 50 logs holding 1 GiB took a quarter less time with 1 MiB reads than with
-// 5 MiB ones (docs/benchmarks.md, restart). Kernel readahead, not the read size, keeps the disk
-// streaming.
+// decoded. Restarting 50 logs holding 1 GiB took 6 % less time with 1 MiB reads than with
+// 5 MiB ones (docs/benchmarks.md, one-pass load). Kernel readahead, not the read size, keeps the
+// disk streaming.
 const MaxReadBufferBytes = 1 << 20
 
 // FS is the filesystem seam of the log; see package vfs. Tests substitute the filesystems of

@@ -23,6 +23,7 @@ func ExportedKind(family string) string {
 		"sharecoord_state_log_appended_bytes_total",
 		"sharecoord_state_log_appended_records_total",
 		"sharecoord_state_log_torn_tail_truncations_total",
+		"sharecoord_state_log_durable_end_truncations_total",
 		"sharecoord_state_log_corruptions_total",
 		"grpc_server_started_total",
 		"grpc_server_handled_total",
