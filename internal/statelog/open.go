@@ -18,18 +18,7 @@ import (
 // reported (log line and metric). Corruption anywhere else returns a *CorruptionError and
 // changes nothing. The directory is locked until Close; a second Open of it fails.
 func Open(logger *zap.Logger, dir string, opts Options) (*Log, error) {
-	if logger == nil {
-		logger = zap.NewNop()
-	}
-	opts, err := opts.resolve()
-	if err != nil {
-		return nil, err
-	}
-	lock, err := lockDir(opts.FS, dir)
-	if err != nil {
-		return nil, err
-	}
-	return openLocked(logger, dir, opts, lock, nil)
+	return open(logger, dir, opts, nil)
 }
 
 // Load opens the log in dir like Open and, in the same pass, calls fn for every record of the
@@ -45,11 +34,16 @@ func Open(logger *zap.Logger, dir string, opts Options) (*Log, error) {
 // records that precede the damage, so the caller must discard whatever it built from them, as
 // it would after any failed load.
 func Load(logger *zap.Logger, dir string, opts Options, fn func(offset int64, record []byte) error) (*Log, error) {
-	if logger == nil {
-		logger = zap.NewNop()
-	}
 	if fn == nil {
 		return nil, errors.New("statelog: Load needs a record callback")
+	}
+	return open(logger, dir, opts, fn)
+}
+
+// open is Open, and Load when deliver is set.
+func open(logger *zap.Logger, dir string, opts Options, deliver func(int64, []byte) error) (*Log, error) {
+	if logger == nil {
+		logger = zap.NewNop()
 	}
 	opts, err := opts.resolve()
 	if err != nil {
@@ -59,7 +53,7 @@ func Load(logger *zap.Logger, dir string, opts Options, fn func(offset int64, re
 	if err != nil {
 		return nil, err
 	}
-	return openLocked(logger, dir, opts, lock, fn)
+	return openLocked(logger, dir, opts, lock, deliver)
 }
 
 // openLocked opens the log in dir, whose lock the caller holds and hands over to the Log (it
