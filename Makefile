@@ -5,7 +5,7 @@ FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: all build test vet race unit bench fuzz fmt proto proto-check deploy-check deploy-e2e deploy-generate
+.PHONY: all build test vet race lint unit bench fuzz fmt proto proto-check deploy-check deploy-e2e deploy-generate
 
 # Pinned code generators: `make proto` installs exactly these into bin/tools.
 PROTOC_GEN_GO_VERSION      := v1.36.12
@@ -25,6 +25,11 @@ vet:
 
 race:
 	$(GO) test -race -count=1 $(PKGS)
+
+## lint: staticcheck (fetched from the module proxy at a pinned version; needs no install).
+STATICCHECK_VERSION ?= v0.8.2
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
 
 ## unit: the test suite without the race detector (faster while iterating).
 unit:

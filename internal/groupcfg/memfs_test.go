@@ -235,19 +235,6 @@ func (m *memFS) names(path string) []string {
 	return out
 }
 
-// put writes a file directly (durably), for tests that prepare a store by hand.
-func (m *memFS) put(name string, data []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	d, err := m.dir(filepath.Dir(name))
-	if err != nil {
-		return err
-	}
-	ino := &memInode{data: append([]byte(nil), data...), synced: append([]byte(nil), data...)}
-	d.live[filepath.Base(name)], d.durable[filepath.Base(name)] = ino, ino
-	return nil
-}
-
 type memFile struct {
 	fs     *memFS
 	ino    *memInode

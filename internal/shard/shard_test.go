@@ -23,17 +23,15 @@ import (
 // gatedLog wraps a real log so tests can hold appends or replays and count appends.
 type gatedLog struct {
 	stateLog
-	mu          sync.Mutex
-	appendGate  chan struct{} // when set, Append waits for it to be closed
-	replayGate  chan struct{}
-	appendCalls int
-	appendHeld  chan struct{} // receives when an Append starts waiting at the gate
+	mu         sync.Mutex
+	appendGate chan struct{} // when set, Append waits for it to be closed
+	replayGate chan struct{}
+	appendHeld chan struct{} // receives when an Append starts waiting at the gate
 }
 
 func (g *gatedLog) Append(records [][]byte) (int64, error) {
 	g.mu.Lock()
 	gate, held := g.appendGate, g.appendHeld
-	g.appendCalls++
 	g.mu.Unlock()
 	if gate != nil {
 		if held != nil {
@@ -52,12 +50,6 @@ func (g *gatedLog) Replay(from int64, fn func(int64, []byte) error) error {
 		<-gate
 	}
 	return g.stateLog.Replay(from, fn)
-}
-
-func (g *gatedLog) calls() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.appendCalls
 }
 
 // testShard opens shards on one directory; gl is the gated wrapper of the latest log opened.

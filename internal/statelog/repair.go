@@ -119,10 +119,12 @@ func (rp *repairer) cut(ce *CorruptionError) error {
 		if err := rp.resetStart(ce); err != nil {
 			return err
 		}
-	default:
+	case damageSegment:
 		if err := rp.cutSegment(ce.Segment, ce.Offset); err != nil {
 			return err
 		}
+	default:
+		return fmt.Errorf("statelog: repair: unknown kind of damage %d in %s", ce.kind, ce.Segment)
 	}
 	return rp.syncDir()
 }
