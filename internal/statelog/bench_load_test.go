@@ -14,16 +14,7 @@ import (
 func BenchmarkLoad(b *testing.B) {
 	const records = 400_000
 	dir := b.TempDir()
-	l, err := Open(nil, dir, Options{SegmentBytes: 16 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := 0; i < records; i += 256 {
-		if _, err := l.Append(fixedBatch(uint64(i), min(256, records-i), benchRecordBytes)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := l.Close(); err != nil {
+	if err := writeBenchLog(b, dir, records).Close(); err != nil {
 		b.Fatal(err)
 	}
 	count := func(n *int) func(int64, []byte) error {

@@ -60,16 +60,7 @@ func BenchmarkAppend(b *testing.B) {
 // Both read from the page cache. MB/s counts record bytes for both.
 func BenchmarkReplay(b *testing.B) {
 	for _, records := range []int{100_000, 400_000} {
-		dir := b.TempDir()
-		l, err := Open(nil, dir, Options{SegmentBytes: 16 << 20})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := 0; i < records; i += 256 {
-			if _, err := l.Append(fixedBatch(uint64(i), min(256, records-i), benchRecordBytes)); err != nil {
-				b.Fatal(err)
-			}
-		}
+		l := writeBenchLog(b, b.TempDir(), records)
 		b.Run(fmt.Sprintf("records=%d/kind=log", records), func(b *testing.B) {
 			b.SetBytes(int64(records * benchRecordBytes))
 			b.ReportAllocs()
@@ -129,16 +120,7 @@ func rawReadCRC(b *testing.B, path string, buf []byte, table *crc32.Table, sum u
 func BenchmarkOpen(b *testing.B) {
 	const records = 400_000
 	dir := b.TempDir()
-	l, err := Open(nil, dir, Options{SegmentBytes: 16 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := 0; i < records; i += 256 {
-		if _, err := l.Append(fixedBatch(uint64(i), min(256, records-i), benchRecordBytes)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := l.Close(); err != nil {
+	if err := writeBenchLog(b, dir, records).Close(); err != nil {
 		b.Fatal(err)
 	}
 	b.Run(fmt.Sprintf("records=%d", records), func(b *testing.B) {
@@ -155,6 +137,22 @@ func BenchmarkOpen(b *testing.B) {
 		}
 		reportRecords(b, records)
 	})
+}
+
+// writeBenchLog writes records 150-byte records in batches of 256 to a new log in dir, with
+// 16 MiB segments, and returns the log, still open.
+func writeBenchLog(b *testing.B, dir string, records int) *Log {
+	b.Helper()
+	l, err := Open(nil, dir, Options{SegmentBytes: 16 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < records; i += 256 {
+		if _, err := l.Append(fixedBatch(uint64(i), min(256, records-i), benchRecordBytes)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return l
 }
 
 func reportRecords(b *testing.B, perOp int) {

@@ -246,16 +246,24 @@ func corruptionCases() []corruptionCase {
 	return cases
 }
 
+// damagedCopy copies the table's pristine log and applies tc's damage to the copy; it returns
+// the copy's directory and segment paths.
+func damagedCopy(t *testing.T, pristine string, pristineSegs []string, tc corruptionCase) (string, []string) {
+	t.Helper()
+	dir := copyDir(t, pristine)
+	segs := make([]string, len(pristineSegs))
+	for i, s := range pristineSegs {
+		segs[i] = filepath.Join(dir, filepath.Base(s))
+	}
+	tc.damage(t, dir, segs)
+	return dir, segs
+}
+
 func TestCorruptionTable(t *testing.T) {
 	pristine, pristineSegs, model := buildCorruptionLog(t)
 	for _, tc := range corruptionCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := copyDir(t, pristine)
-			var segs []string
-			for _, s := range pristineSegs {
-				segs = append(segs, filepath.Join(dir, filepath.Base(s)))
-			}
-			tc.damage(t, dir, segs)
+			dir, segs := damagedCopy(t, pristine, pristineSegs, tc)
 			wantSeg := ""
 			switch tc.corruptSeg {
 			case "":
@@ -350,20 +358,20 @@ func TestRepairReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := RepairReport{
+	wantReport := RepairReport{
 		TruncatedSegment:  segs[1],
 		TruncatedAt:       framePos(1),
 		DeletedSegments:   []string{segs[2]},
 		DroppedBytes:      sizes[1] - framePos(1) + sizes[2],
 		DroppedFromOffset: int64(recordsBefore(1, 1)),
 	}
-	if len(report.Corruptions) != 1 || report.TruncatedSegment != want.TruncatedSegment || report.TruncatedAt != want.TruncatedAt ||
+	if len(report.Corruptions) != 1 || report.TruncatedSegment != wantReport.TruncatedSegment || report.TruncatedAt != wantReport.TruncatedAt ||
 		len(report.DeletedSegments) != 1 || report.DeletedSegments[0] != segs[2] ||
-		report.DroppedBytes != want.DroppedBytes || report.DroppedFromOffset != want.DroppedFromOffset || report.StartOffsetReset {
-		t.Fatalf("Repair report %+v, want %+v with one corruption", report, want)
+		report.DroppedBytes != wantReport.DroppedBytes || report.DroppedFromOffset != wantReport.DroppedFromOffset || report.StartOffsetReset {
+		t.Fatalf("Repair report %+v, want %+v with one corruption", report, wantReport)
 	}
 	l := mustOpen(t, dir, ctOptions())
-	checkRecords(t, readAll(t, l, 0), wantRecs(model[:recordsBefore(1, 1)]))
+	checkRecords(t, readAll(t, l, 0), want(model[:recordsBefore(1, 1)], 0))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -387,8 +395,6 @@ func TestRepairReport(t *testing.T) {
 		t.Fatalf("Repair of a missing directory = %v, want an I/O error", err)
 	}
 }
-
-func wantRecs(model [][]byte) []rec { return want(model, 0) }
 
 // TestReplayDetectsDamageAfterOpen damages a segment under an open log: Replay must report
 // a *CorruptionError at the damaged frame (and count it), never deliver its records or panic.

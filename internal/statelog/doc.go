@@ -18,13 +18,14 @@
 //     restart reads and checksums every byte once. Recovery is Open's; a load that fails
 //     returns no log and may have handed over records before the damage, which the caller
 //     discards.
-//   - Every file creation, rename and removal is followed by an fsync of the directory. A
-//     failed write or sync is never retried: the log fails (ErrFailed) until reopened, because
-//     after a failed fsync the kernel may already have dropped the dirty pages. The batch of a
-//     failed append may still be readable from the page cache and be lost later (its pages
-//     were never written back); reopening with Options.TruncateAfter set to the failed log's
-//     EndOffset, its durable end, removes it for good. A failed sync of a SyncGroup fails every
-//     log of the group until the process restarts (ErrSyncFailed).
+//   - Every creation, rename and removal of a segment or log-start offset file, and the
+//     creation of the log's directory, is followed by an fsync of the directory that holds
+//     it. A failed write or sync is never retried: the log fails (ErrFailed) until reopened,
+//     because after a failed fsync the kernel may already have dropped the dirty pages. The
+//     batch of a failed append may still be readable from the page cache and be lost later
+//     (its pages were never written back); reopening with Options.TruncateAfter set to the
+//     failed log's EndOffset, its durable end, removes it for good. A failed sync of a
+//     SyncGroup fails every log of the group until the process restarts (ErrSyncFailed).
 //
 // # Directory
 //

@@ -50,11 +50,7 @@ func FuzzOpenReplay(f *testing.F) {
 
 		for _, p := range []string{fuzzSegment, "/log"} {
 			var got []rec
-			err := Scan(zap.NewNop(), p, opts, func(off int64, r []byte) error {
-				got = append(got, rec{off, bytes.Clone(r)})
-				return nil
-			})
-			if err != nil {
+			if err := Scan(zap.NewNop(), p, opts, collect(&got)); err != nil {
 				if !errors.As(err, new(*CorruptionError)) {
 					t.Fatalf("Scan(%s) = %v, want nil or a *CorruptionError", p, err)
 				}
@@ -72,11 +68,7 @@ func FuzzOpenReplay(f *testing.F) {
 		}
 		defer l.Close()
 		var got []rec
-		err = l.Replay(l.StartOffset(), func(off int64, r []byte) error {
-			got = append(got, rec{off, bytes.Clone(r)})
-			return nil
-		})
-		if err != nil {
+		if err := l.Replay(l.StartOffset(), collect(&got)); err != nil {
 			t.Fatalf("Replay after a successful Open: %v", err)
 		}
 		compareRecs(t, "Replay", got, wantRecs)
@@ -84,18 +76,6 @@ func FuzzOpenReplay(f *testing.F) {
 			t.Fatalf("Append after a successful Open: %v", err)
 		}
 	})
-}
-
-func compareRecs(t *testing.T, what string, got, want []rec) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s returned %d records, the reference reader finds %d", what, len(got), len(want))
-	}
-	for i := range got {
-		if got[i].off != want[i].off || !bytes.Equal(got[i].data, want[i].data) {
-			t.Fatalf("%s record %d (offset %d) differs from the reference (offset %d)", what, i, got[i].off, want[i].off)
-		}
-	}
 }
 
 // fuzzSeeds returns segment files written by the log: whole, torn and damaged.

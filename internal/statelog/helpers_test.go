@@ -60,15 +60,19 @@ func mustAppend(t testing.TB, l *Log, batch [][]byte) int64 {
 	return first
 }
 
+// collect returns a record callback that appends a copy of every record to out.
+func collect(out *[]rec) func(off int64, r []byte) error {
+	return func(off int64, r []byte) error {
+		*out = append(*out, rec{off, bytes.Clone(r)})
+		return nil
+	}
+}
+
 // readAll replays l from from and copies every record.
 func readAll(t testing.TB, l *Log, from int64) []rec {
 	t.Helper()
 	var out []rec
-	err := l.Replay(from, func(off int64, r []byte) error {
-		out = append(out, rec{off, bytes.Clone(r)})
-		return nil
-	})
-	if err != nil {
+	if err := l.Replay(from, collect(&out)); err != nil {
 		t.Fatalf("Replay(%d): %v", from, err)
 	}
 	return out
@@ -85,13 +89,19 @@ func want(model [][]byte, from int64) []rec {
 
 func checkRecords(t testing.TB, got, want []rec) {
 	t.Helper()
+	compareRecs(t, "the log", got, want)
+}
+
+// compareRecs fails the test unless got, the records what returned, are want.
+func compareRecs(t testing.TB, what string, got, want []rec) {
+	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("got %d records, want %d", len(got), len(want))
+		t.Fatalf("%s returned %d records, want %d", what, len(got), len(want))
 	}
 	for i := range got {
 		if got[i].off != want[i].off || !bytes.Equal(got[i].data, want[i].data) {
-			t.Fatalf("record %d: got offset %d (%d bytes), want offset %d (%d bytes)",
-				i, got[i].off, len(got[i].data), want[i].off, len(want[i].data))
+			t.Fatalf("%s: record %d has offset %d (%d bytes), want offset %d (%d bytes)",
+				what, i, got[i].off, len(got[i].data), want[i].off, len(want[i].data))
 		}
 	}
 }
@@ -168,16 +178,8 @@ func parseRef(b []byte) []refFrame {
 func copyDir(t testing.TB, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+	for name, b := range dirContent(t, src) {
+		if err := os.WriteFile(filepath.Join(dst, name), []byte(b), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -36,10 +36,7 @@ func viaOpenReplay(t testing.TB, dir string, opts Options) outcome {
 	}
 	defer l.Close()
 	o := outcome{start: l.StartOffset(), end: l.EndOffset()}
-	o.err = l.Replay(l.StartOffset(), func(off int64, r []byte) error {
-		o.recs = append(o.recs, rec{off, bytes.Clone(r)})
-		return nil
-	})
+	o.err = l.Replay(l.StartOffset(), collect(&o.recs))
 	o.torn = metricValue(t, reg, "sharecoord_state_log_torn_tail_truncations_total", "0")
 	return o
 }
@@ -50,10 +47,7 @@ func viaLoad(t testing.TB, dir string, opts Options) outcome {
 	reg := prometheus.NewRegistry()
 	opts.Metrics, opts.Name = NewMetrics(reg), "0"
 	var o outcome
-	l, err := Load(zaptest.NewLogger(t), dir, opts, func(off int64, r []byte) error {
-		o.recs = append(o.recs, rec{off, bytes.Clone(r)})
-		return nil
-	})
+	l, err := Load(zaptest.NewLogger(t), dir, opts, collect(&o.recs))
 	if err != nil {
 		o.err = err
 		return o
@@ -89,14 +83,7 @@ func sameOutcome(t testing.TB, ref, got outcome) {
 	if ref.torn != got.torn {
 		t.Fatalf("torn-tail truncations: Open %v, Load %v", ref.torn, got.torn)
 	}
-	if len(got.recs) != len(ref.recs) {
-		t.Fatalf("Load handed over %d records, Open+Replay %d", len(got.recs), len(ref.recs))
-	}
-	for i := range got.recs {
-		if got.recs[i].off != ref.recs[i].off || !bytes.Equal(got.recs[i].data, ref.recs[i].data) {
-			t.Fatalf("record %d: Load offset %d, Open+Replay offset %d (or other bytes)", i, got.recs[i].off, ref.recs[i].off)
-		}
-	}
+	compareRecs(t, "Load (against Open+Replay)", got.recs, ref.recs)
 }
 
 // genuine fails the test unless every record handed over is the model's record at its offset,
@@ -117,12 +104,7 @@ func TestLoadMatchesOpenOnCorruptionTable(t *testing.T) {
 	pristine, pristineSegs, model := buildCorruptionLog(t)
 	for _, tc := range corruptionCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			ref := copyDir(t, pristine)
-			var segs []string
-			for _, s := range pristineSegs {
-				segs = append(segs, filepath.Join(ref, filepath.Base(s)))
-			}
-			tc.damage(t, ref, segs)
+			ref, _ := damagedCopy(t, pristine, pristineSegs, tc)
 			dir := copyDir(t, ref)
 			before := dirContent(t, dir)
 
@@ -201,35 +183,18 @@ func TestLoadMatchesOpenOnTornTails(t *testing.T) {
 	last := fixedBatch(99, 5, 37)
 	for _, segBytes := range []int64{1 << 20, segmentHeaderSize + 2*frameLen(fixedBatch(0, 3, 20))} {
 		t.Run(fmt.Sprintf("segment_bytes=%d", segBytes), func(t *testing.T) {
-			mem := faultfs.NewCrashFS()
-			opts := Options{FS: mem, SegmentBytes: segBytes}
-			l := mustOpen(t, "/log", opts)
-			var model [][]byte
-			for i := range 4 {
-				b := fixedBatch(uint64(i), 3, 20)
-				mustAppend(t, l, b)
-				model = append(model, b...)
-			}
-			mustAppend(t, l, last)
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
-			segs := segmentFiles(t, mem, "/log")
-			newest := path.Join("/log", segs[len(segs)-1])
-			full, err := mem.ReadFile(newest)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tl := buildTornTailLog(t, segBytes, 4, last)
+			full := tl.files[tl.newest]
 			for cut := int64(len(full)) - frameLen(last); cut <= int64(len(full)); cut++ {
-				fsys := mem.CrashClone(faultfs.CrashOptions{})
-				if err := fsys.WriteFile(newest, full[:cut]); err != nil {
+				fsys := tl.mem.CrashClone(faultfs.CrashOptions{})
+				if err := fsys.WriteFile(path.Join("/log", tl.newest), full[:cut]); err != nil {
 					t.Fatal(err)
 				}
 				got := loadBoth(t, fsys, "/log", Options{SegmentBytes: segBytes})
 				if got.err != nil {
 					t.Fatalf("cut at byte %d: %v", cut, got.err)
 				}
-				wantRecs := len(model)
+				wantRecs := len(tl.model)
 				if cut == int64(len(full)) {
 					wantRecs += len(last)
 				}

@@ -94,8 +94,9 @@ func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, de
 // durable, and locks dir.
 func lockDir(fsys FS, dir string) (io.Closer, error) {
 	dir = filepath.Clean(dir)
-	// The directories MkdirAll is about to create: each one's entry in its parent must be
-	// synced, or a power cut can take the whole log with it.
+	// The parents of the directories MkdirAll is about to create: each new entry must be
+	// synced, or a power cut can take the whole log with it. dir's parent is synced even when
+	// dir exists, as whoever created dir may not have synced its entry.
 	syncs := []string{filepath.Dir(dir)}
 	for p := dir; ; {
 		if _, err := fsys.ReadDir(p); err == nil {
@@ -130,7 +131,7 @@ func lockDir(fsys FS, dir string) (io.Closer, error) {
 // recover inspects the directory, handing the live records to deliver if set, and applies the
 // recovery the inspection calls for. Nothing is changed on disk before the whole log verified.
 func (l *Log) recover(deliver func(int64, []byte) error) error {
-	in := newInspector(l.logger, l.dir, l.opts)
+	in := newInspector(l.dir, l.opts)
 	in.deliver = deliver
 	if c := l.opts.TruncateAfter; c != nil {
 		if *c < 0 {
@@ -170,7 +171,7 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 	// segment is left to continue from a cut segment.
 	var cutBytes int64
 	for _, s := range slices.Backward(st.beyond) {
-		size, err := l.fileSize(s.path)
+		size, err := fileSize(l.fs, s.path)
 		if err != nil {
 			return err
 		}
@@ -257,11 +258,4 @@ func (l *Log) truncateActive(path string, size int64) error {
 		return fmt.Errorf("statelog: sync %s after truncating it: %w", path, err)
 	}
 	return nil
-}
-
-// fileSize returns the size of the file at path.
-func (l *Log) fileSize(path string) (int64, error) {
-	var size int64
-	err := withFile(l.fs, path, func(_ File, s int64) error { size = s; return nil })
-	return size, err
 }

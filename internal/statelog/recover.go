@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-
-	"go.uber.org/zap"
 )
 
 // segment is one segment file of a log.
@@ -51,11 +49,10 @@ type tornTail struct {
 
 // inspector reads a log directory without modifying it.
 type inspector struct {
-	logger *zap.Logger
-	fs     FS
-	dir    string
-	opts   Options
-	buf    []byte
+	fs   FS
+	dir  string
+	opts Options
+	buf  []byte
 
 	// cut ≥ 0 is the end offset to truncate the log to (Options.TruncateAfter); -1: none.
 	// Nothing at or past it is read.
@@ -68,8 +65,8 @@ type inspector struct {
 	from    int64 // the log-start offset, once known: the first offset delivered
 }
 
-func newInspector(logger *zap.Logger, dir string, opts Options) *inspector {
-	return &inspector{logger: logger, fs: opts.FS, dir: dir, opts: opts, buf: make([]byte, opts.ReadBufferBytes), cut: -1}
+func newInspector(dir string, opts Options) *inspector {
+	return &inspector{fs: opts.FS, dir: dir, opts: opts, buf: make([]byte, opts.ReadBufferBytes), cut: -1}
 }
 
 func (in *inspector) path(name string) string { return filepath.Join(in.dir, name) }
@@ -110,7 +107,7 @@ func (in *inspector) inspect() (*dirState, error) {
 	}
 
 	if hasStart {
-		if st.start, err = in.readStart(); err != nil {
+		if st.start, err = readStartFile(in.fs, in.dir); err != nil {
 			if ce := (*CorruptionError)(nil); errors.As(err, &ce) {
 				// Unknown start: the first segment's base hides nothing that is there.
 				ce.fixStart = -1
@@ -153,10 +150,7 @@ func (in *inspector) inspect() (*dirState, error) {
 
 	// Segments wholly below the log-start offset are leftovers of an interrupted
 	// SetStartOffset: they are deleted, not verified. The newest segment always stays.
-	first := 0
-	for first < len(segs)-1 && segs[first+1].base <= st.start {
-		first++
-	}
+	first := firstLive(segs, st.start)
 	st.below, segs = segs[:first], segs[first:]
 	if segs[0].base > st.start {
 		reason := fmt.Sprintf("log-start offset %d is below the first segment's base offset %d", st.start, segs[0].base)
@@ -206,15 +200,22 @@ func (in *inspector) inspect() (*dirState, error) {
 // past it. The first segment that holds the log-start offset always stays, so that the log
 // keeps a segment to append to.
 func splitAtCut(segs []segment, start, cut int64) (keep, beyond []segment) {
-	first := 0
-	for first < len(segs)-1 && segs[first+1].base <= start {
-		first++
-	}
+	first := firstLive(segs, start)
 	n := len(segs)
 	for n > first+1 && segs[n-1].base >= cut {
 		n--
 	}
 	return segs[:n], segs[n:]
+}
+
+// firstLive returns the index of the segment that holds the log-start offset start: the
+// segments before it lie wholly below start. The newest segment always counts as live.
+func firstLive(segs []segment, start int64) int {
+	first := 0
+	for first < len(segs)-1 && segs[first+1].base <= start {
+		first++
+	}
+	return first
 }
 
 // endsBeforeCut reports a log that ends at offset end, below the truncation offset: records
@@ -224,34 +225,24 @@ func (in *inspector) endsBeforeCut(path string, at, end int64) error {
 		Reason: fmt.Sprintf("the log ends at offset %d, before its durable end %d", end, in.cut)}
 }
 
-// readStart reads the persisted log-start offset.
-func (in *inspector) readStart() (int64, error) {
-	path := in.path(startFileName)
-	f, err := in.fs.Open(path)
-	if err != nil {
-		return 0, fmt.Errorf("statelog: open %s: %w", path, err)
-	}
-	off, err := func() (int64, error) {
-		size, err := f.Size()
-		if err != nil {
-			return 0, fmt.Errorf("statelog: size of %s: %w", path, err)
-		}
+// readStartFile reads the persisted log-start offset of the log in dir.
+func readStartFile(fsys FS, dir string) (int64, error) {
+	path := filepath.Join(dir, startFileName)
+	var off int64
+	err := withFile(fsys, path, func(f File, size int64) error {
 		if size != startFileSize {
-			return 0, &CorruptionError{Segment: path, Reason: fmt.Sprintf("log-start offset file has %d bytes, want %d", size, startFileSize), kind: damageStart}
+			return &CorruptionError{Segment: path, Reason: fmt.Sprintf("log-start offset file has %d bytes, want %d", size, startFileSize), kind: damageStart}
 		}
 		var b [startFileSize]byte
 		if _, err := f.ReadAt(b[:], 0); err != nil {
-			return 0, fmt.Errorf("statelog: read %s: %w", path, err)
+			return fmt.Errorf("statelog: read %s: %w", path, err)
 		}
-		off, reason := decodeStartFile(b[:])
-		if reason != "" {
-			return 0, &CorruptionError{Segment: path, Reason: reason, kind: damageStart}
+		var reason string
+		if off, reason = decodeStartFile(b[:]); reason != "" {
+			return &CorruptionError{Segment: path, Reason: reason, kind: damageStart}
 		}
-		return off, nil
-	}()
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("statelog: close %s: %w", path, cerr)
-	}
+		return nil
+	})
 	return off, err
 }
 
@@ -260,7 +251,7 @@ func (in *inspector) readStart() (int64, error) {
 // header with frames after it is corruption.
 func (in *inspector) isRollRemnant(seg *segment) (bool, error) {
 	remnant := false
-	err := in.withFile(seg.path, func(f File, size int64) error {
+	err := withFile(in.fs, seg.path, func(f File, size int64) error {
 		if size >= segmentHeaderSize {
 			// The header alone: the segment is read whole once, when it is verified.
 			var hb [segmentHeaderSize]byte
@@ -295,7 +286,7 @@ func (in *inspector) isRollRemnant(seg *segment) (bool, error) {
 // offsets on both sides of cut is an error.
 func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool, cut int64) (end int64, torn *tornTail, cutAt int64, err error) {
 	cutAt = -1
-	err = in.withFile(seg.path, func(f File, size int64) error {
+	err = withFile(in.fs, seg.path, func(f File, size int64) error {
 		seg.size = size
 		r := newFrameReader(f, seg.path, size, in.buf, in.opts.MaxRecordBytes)
 		defer func() { in.buf = r.buf }()
@@ -350,17 +341,10 @@ func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool, cut
 // checkSegmentHeader verifies the header of seg: intact, in agreement with the file name, and
 // starting where the previous segment ends.
 func checkSegmentHeader(r *frameReader, seg *segment, next int64) error {
-	hb, err := r.window(0, segmentHeaderSize)
-	if errors.Is(err, errShort) {
-		return &CorruptionError{Segment: seg.path, Reason: "incomplete segment header"}
-	}
-	if err != nil {
-		return err
-	}
-	h, _, reason := decodeSegmentHeader(hb)
+	h, err := readSegmentHeader(r)
 	switch {
-	case reason != "":
-		return &CorruptionError{Segment: seg.path, Reason: reason}
+	case err != nil:
+		return err
 	case h.id != seg.id || h.base != seg.base:
 		return &CorruptionError{Segment: seg.path,
 			Reason: fmt.Sprintf("segment header (id %d, base offset %d) does not match the file name", h.id, h.base)}
@@ -371,11 +355,24 @@ func checkSegmentHeader(r *frameReader, seg *segment, next int64) error {
 	return nil
 }
 
-// withFile opens path read-only and calls fn with it and its size; close errors are returned.
-func (in *inspector) withFile(path string, fn func(f File, size int64) error) error {
-	return withFile(in.fs, path, fn)
+// readSegmentHeader reads and decodes the header of r's segment; an incomplete or unusable
+// header is a *CorruptionError.
+func readSegmentHeader(r *frameReader) (segmentHeader, error) {
+	hb, err := r.window(0, segmentHeaderSize)
+	if errors.Is(err, errShort) {
+		return segmentHeader{}, &CorruptionError{Segment: r.path, Reason: "incomplete segment header"}
+	}
+	if err != nil {
+		return segmentHeader{}, err
+	}
+	h, _, reason := decodeSegmentHeader(hb)
+	if reason != "" {
+		return segmentHeader{}, &CorruptionError{Segment: r.path, Reason: reason}
+	}
+	return h, nil
 }
 
+// withFile opens path read-only and calls fn with it and its size; close errors are returned.
 func withFile(fsys FS, path string, fn func(f File, size int64) error) error {
 	f, err := fsys.Open(path)
 	if err != nil {
@@ -391,4 +388,11 @@ func withFile(fsys FS, path string, fn func(f File, size int64) error) error {
 		err = fmt.Errorf("statelog: close %s: %w", path, cerr)
 	}
 	return err
+}
+
+// fileSize returns the size of the file at path.
+func fileSize(fsys FS, path string) (int64, error) {
+	var size int64
+	err := withFile(fsys, path, func(_ File, s int64) error { size = s; return nil })
+	return size, err
 }

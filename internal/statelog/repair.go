@@ -64,7 +64,7 @@ func Repair(logger *zap.Logger, dir string, opts Options) (RepairReport, error) 
 	// Every cut removes a file or bytes, and a start-offset reset happens at most once per
 	// cut, so the loop ends; the bound only guards against a filesystem that lies.
 	for attempt := 0; ; attempt++ {
-		_, err := newInspector(logger, dir, opts).inspect()
+		_, err := newInspector(dir, opts).inspect()
 		if err == nil {
 			break
 		}
@@ -180,8 +180,7 @@ func (rp *repairer) cutSegment(path string, off int64) error {
 
 // delete removes one file and accounts for its bytes.
 func (rp *repairer) delete(path string) error {
-	var size int64
-	err := withFile(rp.opts.FS, path, func(_ File, s int64) error { size = s; return nil })
+	size, err := fileSize(rp.opts.FS, path)
 	if err != nil {
 		return err
 	}
@@ -197,25 +196,33 @@ func (rp *repairer) delete(path string) error {
 
 // resetStart rewrites the log-start offset to the value the inspection chose (the nearest
 // one the remaining data allows), or removes it when no segment remains: the log then starts
-// afresh at offset 0.
+// afresh at offset 0. A temporary file left by an interrupted SetStartOffset, which Open
+// would remove, is removed first: writing the offset creates that file anew.
 func (rp *repairer) resetStart(ce *CorruptionError) error {
 	if !rp.report.StartOffsetReset {
 		rp.report.StartOffsetReset = true
 		rp.report.OldStartOffset = -1
-		if old, err := newInspector(rp.logger, rp.dir, rp.opts).readStart(); err == nil {
+		if old, err := readStartFile(rp.opts.FS, rp.dir); err == nil {
 			rp.report.OldStartOffset = old
 		}
 	}
-	path := filepath.Join(rp.dir, startFileName)
+	if err := rp.removeIfExists(filepath.Join(rp.dir, startTmpName)); err != nil {
+		return err
+	}
 	if ce.fixStart < 0 {
 		rp.report.NewStartOffset = 0
-		if err := rp.opts.FS.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("statelog: remove %s: %w", path, err)
-		}
-		return nil
+		return rp.removeIfExists(filepath.Join(rp.dir, startFileName))
 	}
 	rp.report.NewStartOffset = ce.fixStart
 	return writeStartFile(rp.opts.FS, rp.dir, ce.fixStart)
+}
+
+// removeIfExists removes path; a file that is not there is no error.
+func (rp *repairer) removeIfExists(path string) error {
+	if err := rp.opts.FS.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("statelog: remove %s: %w", path, err)
+	}
+	return nil
 }
 
 func (rp *repairer) syncDir() error {

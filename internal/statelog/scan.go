@@ -27,7 +27,7 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 	var start, end int64
 	var torn *tornTail
 	if _, err := opts.FS.ReadDir(path); err == nil {
-		st, err := newInspector(logger, path, opts).inspect()
+		st, err := newInspector(path, opts).inspect()
 		if err != nil {
 			return err
 		}
@@ -36,7 +36,7 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 		}
 		segs, start, end, torn = st.segments, st.start, st.end, st.torn
 	} else if errors.Is(err, syscall.ENOTDIR) {
-		seg, segEnd, t, err := scanSegmentFile(logger, path, opts)
+		seg, segEnd, t, err := scanSegmentFile(path, opts)
 		if err != nil {
 			return err
 		}
@@ -59,24 +59,13 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 
 // scanSegmentFile verifies a lone segment file, taking its id and base offset from its header,
 // and returns it with its end offset and any torn tail.
-func scanSegmentFile(logger *zap.Logger, path string, opts Options) (segment, int64, *tornTail, error) {
-	in := newInspector(logger, "", opts)
+func scanSegmentFile(path string, opts Options) (segment, int64, *tornTail, error) {
+	in := newInspector("", opts)
 	seg := segment{path: path}
 	err := withFile(opts.FS, path, func(f File, size int64) error {
-		r := newFrameReader(f, path, size, in.buf, opts.MaxRecordBytes)
-		hb, err := r.window(0, segmentHeaderSize)
-		if errors.Is(err, errShort) {
-			return &CorruptionError{Segment: path, Reason: "incomplete segment header"}
-		}
-		if err != nil {
-			return err
-		}
-		h, _, reason := decodeSegmentHeader(hb)
-		if reason != "" {
-			return &CorruptionError{Segment: path, Reason: reason}
-		}
+		h, err := readSegmentHeader(newFrameReader(f, path, size, in.buf, opts.MaxRecordBytes))
 		seg.id, seg.base = h.id, h.base
-		return nil
+		return err
 	})
 	if err != nil {
 		return segment{}, 0, nil, err
@@ -84,9 +73,6 @@ func scanSegmentFile(logger *zap.Logger, path string, opts Options) (segment, in
 	end, torn, _, err := in.verifySegment(&seg, seg.base, true, -1)
 	if err != nil {
 		return segment{}, 0, nil, err
-	}
-	if torn != nil {
-		torn.seg = &seg
 	}
 	return seg, end, torn, nil
 }

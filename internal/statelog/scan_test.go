@@ -1,7 +1,6 @@
 package statelog
 
 import (
-	"bytes"
 	"errors"
 	"maps"
 	"os"
@@ -14,10 +13,7 @@ import (
 func scanAll(t *testing.T, path string, opts Options) ([]rec, error) {
 	t.Helper()
 	var out []rec
-	err := Scan(zaptest.NewLogger(t), path, opts, func(off int64, r []byte) error {
-		out = append(out, rec{off, bytes.Clone(r)})
-		return nil
-	})
+	err := Scan(zaptest.NewLogger(t), path, opts, collect(&out))
 	return out, err
 }
 

@@ -150,6 +150,13 @@ func TestStartOffsetFileProblems(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{name: "garbage, with the temporary file of an interrupted SetStartOffset", wantStart: 2, damage: func(t *testing.T, dir string) {
+			for name, content := range map[string]string{startFileName: "not an offset file!!", startTmpName: "half"} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
 		{name: "truncated", wantStart: 2, damage: func(t *testing.T, dir string) {
 			if err := os.Truncate(filepath.Join(dir, startFileName), 7); err != nil {
 				t.Fatal(err)

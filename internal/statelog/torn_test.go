@@ -10,6 +10,41 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
+// tornTailLog is a log in /log on a CrashFS whose last batch a test cuts short.
+type tornTailLog struct {
+	mem    *faultfs.CrashFS
+	model  [][]byte          // the records before the last batch
+	files  map[string][]byte // content of each segment file, by name
+	newest string            // name of the newest segment, which ends with the last batch
+}
+
+// buildTornTailLog appends batches batches of 3 records of 20 bytes, then last, to a new log
+// with segments of segBytes, and closes it.
+func buildTornTailLog(t *testing.T, segBytes int64, batches int, last [][]byte) tornTailLog {
+	t.Helper()
+	tl := tornTailLog{mem: faultfs.NewCrashFS(), files: map[string][]byte{}}
+	l := mustOpen(t, "/log", Options{FS: tl.mem, SegmentBytes: segBytes})
+	for i := range batches {
+		b := fixedBatch(uint64(i), 3, 20)
+		mustAppend(t, l, b)
+		tl.model = append(tl.model, b...)
+	}
+	mustAppend(t, l, last)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs := segmentFiles(t, tl.mem, "/log")
+	for _, s := range segs {
+		b, err := tl.mem.ReadFile(path.Join("/log", s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl.files[s] = b
+	}
+	tl.newest = segs[len(segs)-1]
+	return tl
+}
+
 // TestTornTailEveryLength cuts the last batch after every possible number of its bytes:
 // reopening must keep every earlier batch, drop the partial one, and accept appends.
 func TestTornTailEveryLength(t *testing.T) {
@@ -26,36 +61,11 @@ func TestTornTailEveryLength(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// Build the intact log once.
-			mem := faultfs.NewCrashFS()
-			opts := Options{FS: mem, SegmentBytes: tc.segBytes}
-			l := mustOpen(t, "/log", opts)
-			var model [][]byte
-			for i := range tc.batches {
-				b := fixedBatch(uint64(i), 3, 20)
-				mustAppend(t, l, b)
-				model = append(model, b...)
-			}
-			mustAppend(t, l, last)
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
-			segs := segmentFiles(t, mem, "/log")
-			newest := path.Join("/log", segs[len(segs)-1])
-			full, err := mem.ReadFile(newest)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tl := buildTornTailLog(t, tc.segBytes, tc.batches, last)
+			model, full, newest := tl.model, tl.files[tl.newest], path.Join("/log", tl.newest)
 			frameStart := int64(len(full)) - frameLen(last)
 			if tc.newSeg && frameStart != segmentHeaderSize {
 				t.Fatalf("last batch starts at byte %d of the newest segment, want it first", frameStart)
-			}
-			files := map[string][]byte{}
-			for _, s := range segs {
-				b, err := mem.ReadFile(path.Join("/log", s))
-				if err != nil {
-					t.Fatal(err)
-				}
-				files[s] = b
 			}
 
 			for cut := frameStart; cut < int64(len(full)); cut++ {
@@ -64,8 +74,8 @@ func TestTornTailEveryLength(t *testing.T) {
 					if err := fsys.MkdirAll("/log"); err != nil {
 						t.Fatal(err)
 					}
-					for n, b := range files {
-						if n == segs[len(segs)-1] {
+					for n, b := range tl.files {
+						if n == tl.newest {
 							b = b[:cut]
 						}
 						if err := fsys.WriteFile(path.Join("/log", n), b); err != nil {

@@ -33,10 +33,7 @@ var recoverers = []struct {
 	}},
 	{name: "load", open: func(t *testing.T, dir string, opts Options) (*Log, []rec, error) {
 		var recs []rec
-		l, err := Load(zaptest.NewLogger(t), dir, opts, func(off int64, r []byte) error {
-			recs = append(recs, rec{off, slices.Clone(r)})
-			return nil
-		})
+		l, err := Load(zaptest.NewLogger(t), dir, opts, collect(&recs))
 		return l, recs, err
 	}},
 }

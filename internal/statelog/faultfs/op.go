@@ -58,16 +58,6 @@ func (k OpKind) String() string {
 	return fmt.Sprintf("op(%d)", int(k))
 }
 
-// Mutates reports whether the operation can change the filesystem's state.
-func (k OpKind) Mutates() bool {
-	switch k {
-	case OpCreate, OpRemove, OpRename, OpMkdirAll, OpSyncDir, OpLock, OpWrite, OpSync, OpTruncate, OpClose, OpSyncFS:
-		return true
-	default:
-		return false
-	}
-}
-
 // Op is one filesystem operation: its kind and the path it acts on (for a rename, the source).
 type Op struct {
 	Kind OpKind

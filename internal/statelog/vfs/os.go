@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 )
 
@@ -69,15 +68,12 @@ func (osFS) SyncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	// fsync, not fdatasync: for a directory the entries are the data.
+	// fsync, not fdatasync: for a directory the entries are the data. Both errors name dir.
 	err = d.Sync()
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", filepath.Clean(dir), err)
-	}
-	return nil
+	return err
 }
 
 func (osFS) Lock(name string) (io.Closer, error) {

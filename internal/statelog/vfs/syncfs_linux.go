@@ -83,24 +83,8 @@ func device(dir string) (uint64, error) {
 }
 
 func (s *osSyncer) Sync() error {
-	rc, err := s.d.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = rc.Control(func(fd uintptr) {
-		for {
-			serr = unix.Syncfs(int(fd))
-			if serr != unix.EINTR {
-				return
-			}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	if serr != nil {
-		return &os.PathError{Op: "syncfs", Path: s.d.Name(), Err: serr}
+	if err := retryEINTR(s.d, unix.Syncfs); err != nil {
+		return &os.PathError{Op: "syncfs", Path: s.d.Name(), Err: err}
 	}
 	return nil
 }

@@ -3,7 +3,8 @@
 //
 // The log never touches the os package directly, so tests can substitute a filesystem that
 // injects errors or simulates a power cut (see package faultfs). The seam is deliberately small;
-// every method maps to one system call, which keeps fault injection precise.
+// every method is one filesystem operation of the log (a create, a write, a sync, ...), which
+// keeps fault injection precise.
 package vfs
 
 import "io"
