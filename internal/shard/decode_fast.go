@@ -79,7 +79,7 @@ func decodeFast(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch,
 // shortVarint reads a zigzag varint of one or two bytes; n is 0 if it is longer or truncated.
 func shortVarint(b []byte) (v, n int) {
 	u, n := shortUvarint(b)
-	return int(int32(u>>1) ^ -int32(u&1)), n
+	return int(unzigzag(u)), n
 }
 
 // shortUvarint reads an unsigned varint of one or two bytes; n is 0 if it is longer or truncated.
@@ -114,12 +114,7 @@ func fastBatches(v []byte, dst []StateBatch) (batches []StateBatch, tail []byte,
 		if p[batchWireSize-1] != 0 {
 			return dst[:0], v, false
 		}
-		dst[i] = StateBatch{
-			FirstOffset:   int64(binary.BigEndian.Uint64(p)),
-			LastOffset:    int64(binary.BigEndian.Uint64(p[8:])),
-			DeliveryState: int8(p[16]),
-			DeliveryCount: int16(binary.BigEndian.Uint16(p[17:])),
-		}
+		dst[i] = batchAt(p)
 		v = v[batchWireSize:]
 	}
 	return dst, v, true

@@ -20,15 +20,18 @@
 // AppendLingerMs (-1: whatever is already queued; 0: none; >0: keep collecting up to that long),
 // capped by MaxBatchRecords and MaxBatchBytes. It applies them in order against the current state
 // (later operations see earlier ones' effects, as Kafka's uncommitted timeline state), appends all
-// their records as one statelog batch (one fsync), and only then answers every operation of the
-// batch, including reads and summaries, which therefore never return state that is not durable.
+// their records as one statelog batch (one fsync; records past the caps, which one operation such
+// as the cold-snapshot job can produce, go in further batches), and only then answers every
+// operation of the batch, including reads and summaries, which therefore never return state that
+// is not durable.
 //
 // If the append fails, every operation of the batch gets COORDINATOR_NOT_AVAILABLE, and the shard
 // drops its state, closes and reopens its log (recovery truncates the unacknowledged tail) and
 // replays it before serving again; meanwhile operations get COORDINATOR_LOAD_IN_PROGRESS. A load
 // that fails leaves the shard Failed (COORDINATOR_NOT_AVAILABLE with the cause) and is retried
 // with exponential backoff (RetryBackoff up to MaxRetryBackoff), except after log corruption, which
-// needs an operator's repair. An operation whose commit takes longer than WriteTimeout answers
+// needs an operator's repair, and after a failed file-system sync of a SyncGroup, which needs a
+// restart of the process. An operation whose commit takes longer than WriteTimeout answers
 // COORDINATOR_NOT_AVAILABLE; its records stay applied, as in Kafka.
 //
 // The prune job (spec §13) and the cold-partition snapshot job (spec §14) run on the shard goroutine

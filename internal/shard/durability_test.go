@@ -106,7 +106,8 @@ func summaryWhenServing(t *testing.T, s *Shard, k Key) SummaryResult {
 	}
 }
 
-// waitState waits until s is in state want.
+// waitState waits until s is in state want (after a reload or a retried load, say); it fails if s
+// closes first.
 func waitState(t *testing.T, s *Shard, want State) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
@@ -116,6 +117,9 @@ func waitState(t *testing.T, s *Shard, want State) {
 		s.mu.Unlock()
 		if st == want {
 			return
+		}
+		if st == Closed {
+			t.Fatalf("shard closed, want %v", want)
 		}
 		select {
 		case <-changed:
@@ -194,17 +198,25 @@ func TestShardReloadTruncatesToDurableEnd(t *testing.T) {
 	}
 }
 
-// Many partitions share one file-system sync group: writes spread over them are all durable,
-// without a single fdatasync of a segment, and survive reopening.
-func TestShardSyncGroupManyPartitions(t *testing.T) {
-	const partitions = 16
-	dataDir := t.TempDir()
-	fsys := faultfs.Wrap(vfs.OS(), nil)
+// newOSSyncGroup makes a sync group over a fresh data directory of the operating system's file
+// system, wrapped for fault injection; the group is closed at the end of the test.
+func newOSSyncGroup(t *testing.T) (dataDir string, fsys *faultfs.FS, g *statelog.SyncGroup) {
+	t.Helper()
+	dataDir = t.TempDir()
+	fsys = faultfs.Wrap(vfs.OS(), nil)
 	g, err := statelog.NewSyncGroup(zaptest.NewLogger(t), dataDir, statelog.SyncGroupOptions{FS: fsys})
 	if err != nil {
 		t.Fatalf("NewSyncGroup: %v (needs Linux 5.8 or later)", err)
 	}
-	defer g.Close()
+	t.Cleanup(func() { _ = g.Close() })
+	return dataDir, fsys, g
+}
+
+// Many partitions share one file-system sync group: writes spread over them are all durable,
+// without a single fdatasync of a segment, and survive reopening.
+func TestShardSyncGroupManyPartitions(t *testing.T) {
+	const partitions = 16
+	dataDir, fsys, g := newOSSyncGroup(t)
 	shards := make([]*Shard, partitions)
 	for p := range shards {
 		shards[p] = openReal(t, zaptest.NewLogger(t), Options{Partition: p, DataDir: dataDir, Log: statelog.Options{FS: fsys, SyncGroup: g}})
@@ -282,13 +294,7 @@ func TestShardSyncGroupManyPartitions(t *testing.T) {
 // and every later one get COORDINATOR_NOT_AVAILABLE, the partitions end Failed without retrying,
 // and each logs at ERROR that the process must be restarted.
 func TestShardSyncGroupFailure(t *testing.T) {
-	dataDir := t.TempDir()
-	fsys := faultfs.Wrap(vfs.OS(), nil)
-	g, err := statelog.NewSyncGroup(zaptest.NewLogger(t), dataDir, statelog.SyncGroupOptions{FS: fsys})
-	if err != nil {
-		t.Fatalf("NewSyncGroup: %v (needs Linux 5.8 or later)", err)
-	}
-	defer g.Close()
+	dataDir, fsys, g := newOSSyncGroup(t)
 	core, logs := observer.New(zapcore.ErrorLevel)
 	shards := make([]*Shard, 3)
 	for p := range shards {
@@ -364,26 +370,7 @@ func TestShardSyncGroupCrashRecovery(t *testing.T) {
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			for w := range 4 {
-				wg.Go(func() {
-					r := rand.New(rand.NewPCG(seed, uint64(w)))
-					for j := int64(1); ; j++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						k := keys[r.IntN(len(keys))]
-						so := j*10 + int64(w)
-						req := randomWrite(r, k, so)
-						req.StateEpoch, req.LeaderEpoch, req.StartOffset = 1, 0, so
-						if res := route(k).Write(ctx, req); res.Code == ErrNone {
-							a.note(k, so)
-						} else if !retriable(res) {
-							t.Errorf("write: %+v", res)
-							return
-						}
-					}
-				})
+				wg.Go(func() { writeRandomly(t, seed, w, keys, route, stop, a) })
 			}
 			r := rand.New(rand.NewPCG(seed, 99))
 			for cut := range 3 {

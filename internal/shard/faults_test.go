@@ -15,28 +15,6 @@ import (
 	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
 )
 
-// waitActive waits until s is Active again (after a reload or a retried load).
-func waitActive(t *testing.T, s *Shard) {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		s.mu.Lock()
-		st, changed := s.status.State, s.changed
-		s.mu.Unlock()
-		if st == Active {
-			return
-		}
-		if st == Closed {
-			t.Fatal("shard closed")
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("shard stuck in state %v", st)
-		}
-	}
-}
-
 // acked tracks, per key, the highest start offset of an acknowledged write (-2: none).
 type acked struct {
 	mu sync.Mutex
@@ -78,6 +56,30 @@ func retriable(r Result) bool {
 	return r.Code == ErrNone || r.Code == ErrCoordinatorNotAvailable || r.Code == ErrCoordinatorLoadInProgress
 }
 
+// writeRandomly is worker w of a random write workload: until stop is closed it writes random
+// requests with growing start offsets to keys, each through the shard route picks, and notes
+// every acknowledged one in a.
+func writeRandomly(t *testing.T, seed uint64, w int, keys []Key, route func(Key) *Shard, stop <-chan struct{}, a *acked) {
+	r := rand.New(rand.NewPCG(seed, uint64(w)))
+	for j := int64(1); ; j++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		k := keys[r.IntN(len(keys))]
+		so := j*10 + int64(w)
+		req := randomWrite(r, k, so)
+		req.StateEpoch, req.LeaderEpoch, req.StartOffset = 1, 0, so
+		if res := route(k).Write(context.Background(), req); res.Code == ErrNone {
+			a.note(k, so)
+		} else if !retriable(res) {
+			t.Errorf("write: %+v", res)
+			return
+		}
+	}
+}
+
 // Fault injection through the statelog's filesystem seam, pebble errorfs style: fail filesystem
 // operation #i for every i until the workload runs clean. Every failure surfaces as a retriable
 // error, nothing panics, the shard serves again once the fault is gone, every acknowledged write is
@@ -97,7 +99,7 @@ func TestShardFaultInjection(t *testing.T) {
 		ts.provider = newLimits(3)
 		s := ts.open(nil)
 		ctx := context.Background()
-		waitActive(t, s) // a failed load is retried
+		waitState(t, s, Active) // a failed load is retried
 		a := &acked{so: map[Key]int64{}}
 		for j := 0; j < 60; j++ {
 			k := key(j % 4)
@@ -117,7 +119,7 @@ func TestShardFaultInjection(t *testing.T) {
 				t.Fatalf("fault %d, op %d: %+v", i, j, r)
 			}
 			if r.Code != ErrNone {
-				waitActive(t, s) // the batch failed: the shard reloads before serving again
+				waitState(t, s, Active) // the batch failed: the shard reloads before serving again
 			}
 			if j == 30 {
 				if _, err := s.Prune(ctx); err != nil && !errors.Is(err, ErrNotAvailable) && !errors.Is(err, ErrLoading) && !errors.Is(err, syscall.EIO) && !errors.Is(err, syscall.ENOSPC) {
@@ -127,7 +129,7 @@ func TestShardFaultInjection(t *testing.T) {
 		}
 		_, fired := inj.Fired()
 		fs.SetInjector(nil)
-		waitActive(t, s)
+		waitState(t, s, Active)
 		checkAcked(t, s, a.copy())
 		// It serves writes again.
 		probe := Key{"probe", testTopic, 0}
@@ -170,7 +172,7 @@ func TestShardFailedLoadRetries(t *testing.T) {
 		t.Fatalf("write on a failed shard: %+v", r)
 	}
 	fs.SetInjector(nil)
-	waitActive(t, s)
+	waitState(t, s, Active)
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
 }
 
@@ -188,7 +190,7 @@ func TestShardAppendFailureReloads(t *testing.T) {
 		t.Fatalf("write during an append failure: %+v", r)
 	}
 	fs.SetInjector(nil)
-	waitActive(t, s)
+	waitState(t, s, Active)
 	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 0 {
 		t.Fatalf("the failed write is visible after the reload: %+v", got)
 	}
@@ -211,30 +213,10 @@ func TestShardCrashRecovery(t *testing.T) {
 			}
 			a := &acked{so: map[Key]int64{}}
 			stop := make(chan struct{})
+			route := func(Key) *Shard { return s }
 			var wg sync.WaitGroup
-			for w := 0; w < 4; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					r := rand.New(rand.NewPCG(seed, uint64(w)))
-					for j := int64(1); ; j++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						k := keys[r.IntN(len(keys))]
-						so := j*10 + int64(w)
-						req := randomWrite(r, k, so)
-						req.StateEpoch, req.LeaderEpoch, req.StartOffset = 1, 0, so
-						if res := s.Write(ctx, req); res.Code == ErrNone {
-							a.note(k, so)
-						} else if !retriable(res) {
-							t.Errorf("write: %+v", res)
-							return
-						}
-					}
-				}(w)
+			for w := range 4 {
+				wg.Go(func() { writeRandomly(t, seed, w, keys, route, stop, a) })
 			}
 			r := rand.New(rand.NewPCG(seed, 99))
 			for cut := 0; cut < 3; cut++ {

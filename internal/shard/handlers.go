@@ -55,13 +55,13 @@ func validateWriteFields(r *WriteRequest) string {
 	return ""
 }
 
-// lookup returns the map key and state of k (nil when absent or unrepresentable).
-func (m *machine) lookup(k Key) (string, *entry) {
+// lookup returns the state of k (nil when absent or unrepresentable).
+func (m *machine) lookup(k Key) *entry {
 	mk, err := encodeMapKey(k)
 	if err != nil {
-		return "", nil
+		return nil
 	}
-	return mk, m.states[mk]
+	return m.states[mk]
 }
 
 // write is writeState (spec §9.1).
@@ -77,7 +77,7 @@ func (m *machine) write(r *WriteRequest, p *pending) Result {
 	if msg := validateWriteFields(r); msg != "" {
 		return invalid(msg)
 	}
-	_, e := m.lookup(r.Key)
+	e := m.lookup(r.Key)
 	if e == nil {
 		return invalid(msgWriteUninitialized)
 	}
@@ -101,7 +101,7 @@ func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
 	case r.LeaderEpoch < 0:
 		return ReadResult{Result: invalid(msgNegativeLeader)}
 	}
-	_, e := m.lookup(r.Key)
+	e := m.lookup(r.Key)
 	if e == nil {
 		return ReadResult{Result: invalid(msgReadUninitialized)}
 	}
@@ -164,7 +164,7 @@ func (m *machine) summary(r *SummaryRequest) SummaryResult {
 	if r.Key.Partition < 0 {
 		return SummaryResult{Result: invalid(msgNegativePartition)}
 	}
-	_, e := m.lookup(r.Key)
+	e := m.lookup(r.Key)
 	if e == nil {
 		return SummaryResult{StartOffset: -1, DeliveryCompleteCount: -1}
 	}
@@ -218,7 +218,7 @@ func (m *machine) delete(r *DeleteRequest, p *pending) Result {
 	if r.Key.Partition < 0 {
 		return invalid(msgNegativePartition)
 	}
-	_, e := m.lookup(r.Key)
+	e := m.lookup(r.Key)
 	if e == nil {
 		m.logger.Warn("delete of a share partition that has no state", zap.Stringer("key", r.Key))
 		return Result{}

@@ -169,11 +169,10 @@ type view struct {
 }
 
 func (m *machine) view(k Key) *view {
-	mk, e := m.lookup(k)
+	e := m.lookup(k)
 	if e == nil {
 		return nil
 	}
-	_ = mk
 	v := &view{Offset: e.snapshotOf(), MaxLeaderEpoch: e.maxLeaderEpoch}
 	v.Offset.StateBatches = cloneBatches(e.batches)
 	if e.flags&flagStateEpoch != 0 {

@@ -17,9 +17,9 @@ func (s *Shard) run() {
 	defer close(s.done)
 	backoff := s.opts.RetryBackoff
 	for {
-		err := s.load()
+		took, err := s.load()
 		if errors.Is(err, errStopping) {
-			s.shutdown(nil)
+			s.shutdown()
 			return
 		}
 		if err != nil {
@@ -40,14 +40,14 @@ func (s *Shard) run() {
 			}
 			s.setStatus(Failed, err, 0)
 			if !s.waitFailed(wait) {
-				s.shutdown(nil)
+				s.shutdown()
 				return
 			}
 			backoff = min(2*backoff, s.opts.MaxRetryBackoff)
 			continue
 		}
 		backoff = s.opts.RetryBackoff
-		s.setStatus(Active, nil, 0)
+		s.setStatus(Active, nil, took)
 		if s.serve() {
 			return
 		}
@@ -63,8 +63,8 @@ func (s *Shard) run() {
 }
 
 // load (re)opens the log and replays it into a fresh state (spec §12), in one pass over the log:
-// each frame is verified and its records applied as it is read.
-func (s *Shard) load() error {
+// each frame is verified and its records applied as it is read. It returns how long that took.
+func (s *Shard) load() (time.Duration, error) {
 	s.setStatus(Loading, nil, 0)
 	s.closeLog()
 	s.m.reset()
@@ -85,9 +85,9 @@ func (s *Shard) load() error {
 	if err != nil {
 		s.m.reset() // records before the failure were applied: drop them
 		if errors.Is(err, errStopping) {
-			return err
+			return 0, err
 		}
-		return fmt.Errorf("load state log %s: %w", s.dir, err)
+		return 0, fmt.Errorf("load state log %s: %w", s.dir, err)
 	}
 	s.durableEnd = nil
 	s.mu.Lock()
@@ -102,7 +102,7 @@ func (s *Shard) load() error {
 	for t, c := range s.m.skipped {
 		s.logger.Warn("skipped records of unknown type during load", zap.Int16("type", int16(t)), zap.Int64("records", c))
 	}
-	s.lastPruned = l.StartOffset()
+	s.lastPruned = from
 	s.pruned.Store(s.lastPruned)
 	s.publish()
 	if s.metrics != nil {
@@ -111,8 +111,7 @@ func (s *Shard) load() error {
 	}
 	s.logger.Info("state partition loaded", zap.Int64("records", n), zap.Int("keys", len(s.m.states)),
 		zap.Int64("start_offset", from), zap.Int64("end_offset", l.EndOffset()), zap.Duration("took", took))
-	s.setStatus(Loading, nil, max(took, time.Nanosecond))
-	return nil
+	return max(took, time.Nanosecond), nil
 }
 
 // publish refreshes the mirrors that other goroutines read.
@@ -155,11 +154,8 @@ func (s *Shard) waitFailed(wait time.Duration) bool {
 	for {
 		select {
 		case o := <-s.ops:
-			if o.claim.CompareAndSwap(opQueued, opClaimed) {
-				r, _ := s.gate()
-				o.fail(r)
-				close(o.done)
-			}
+			r, _ := s.gate()
+			o.refuse(r)
 		case <-retry:
 			return true
 		case <-s.drain:
@@ -168,25 +164,11 @@ func (s *Shard) waitFailed(wait time.Duration) bool {
 	}
 }
 
-// shutdown answers whatever is still queued, closes the log and marks the shard Closed.
-func (s *Shard) shutdown(err error) {
-	for {
-		select {
-		case o := <-s.ops:
-			if o.claim.CompareAndSwap(opQueued, opClaimed) {
-				r, _ := s.closedResult()
-				o.fail(r)
-				close(o.done)
-			}
-			continue
-		default:
-		}
-		break
-	}
-	if cerr := s.closeLog(); err == nil {
-		err = cerr
-	}
-	s.setStatus(Closed, err, 0)
+// shutdown answers whatever is still queued, closes the log and marks the shard Closed (with the
+// error of closing the log).
+func (s *Shard) shutdown() {
+	s.failQueued()
+	s.setStatus(Closed, s.closeLog(), 0)
 }
 
 // serve applies operations until the shard is closed (true) or a commit failed (false: reload).
@@ -226,11 +208,10 @@ func (s *Shard) serve() bool {
 					break
 				}
 				if !s.commitOps(o, true) {
-					s.failQueued()
-					break
+					break // shutdown answers what is left
 				}
 			}
-			s.shutdown(nil)
+			s.shutdown()
 			return true
 		}
 	}
@@ -278,16 +259,12 @@ func (j jobTimer) stop() {
 	}
 }
 
-// failQueued answers every queued operation COORDINATOR_NOT_AVAILABLE (closing after a failure).
+// failQueued answers every queued operation that the shard is closed.
 func (s *Shard) failQueued() {
 	for {
 		select {
 		case o := <-s.ops:
-			if o.claim.CompareAndSwap(opQueued, opClaimed) {
-				r, _ := s.closedResult()
-				o.fail(r)
-				close(o.done)
-			}
+			o.refuse(s.closedResult())
 		default:
 			return
 		}
@@ -321,10 +298,7 @@ func (s *Shard) requeue(o *op) {
 	select {
 	case s.ops <- o:
 	default:
-		if o.claim.CompareAndSwap(opQueued, opClaimed) {
-			o.fail(notAvailable("The coordinator is not available: the state log is being reloaded."))
-			close(o.done)
-		}
+		o.refuse(notAvailable("The coordinator is not available: the state log is being reloaded."))
 	}
 }
 

@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/coordinatord/coordinatord/internal/statelog"
@@ -20,7 +22,7 @@ const (
 type Options struct {
 	Partition            int              // state partition index (metrics label, log dir name)
 	DataDir              string           // the log lives in DataDir/__share_group_state-<Partition>
-	Log                  statelog.Options // SegmentBytes, MaxRecordBytes, ReadBufferBytes, FS, Metrics (Name is set by the shard)
+	Log                  statelog.Options // SegmentBytes, MaxRecordBytes, ReadBufferBytes, FS, Metrics, SyncGroup (Name and TruncateAfter are set by the shard)
 	AppendLingerMs       int              // -1 adaptive (drain what is queued), 0 flush each op, >0 linger up to that long
 	WriteTimeout         time.Duration    // commit wait; exceeded → COORDINATOR_NOT_AVAILABLE (records stay applied); 0 → 5 s
 	PruneInterval        time.Duration    // 0 → no prune timer (Prune can still be called)
@@ -33,7 +35,8 @@ type Options struct {
 	// QueueSize bounds the operations waiting for the shard (0 → 8192); a submitter waits for room.
 	QueueSize int
 	// RetryBackoff is the first wait before a failed load is retried (0 → 100 ms); it doubles up to
-	// MaxRetryBackoff (0 → 30 s). A load that failed on log corruption is not retried.
+	// MaxRetryBackoff (0 → 30 s). A load that failed on log corruption or on a failed file-system
+	// sync is not retried.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
 }
@@ -70,4 +73,12 @@ func (o Options) withDefaults() Options {
 		o.Log.MaxRecordBytes = statelog.DefaultMaxRecordBytes
 	}
 	return o
+}
+
+// logLocation returns the directory of the shard's log and the log options named after the
+// partition.
+func (o Options) logLocation() (dir string, logOpts statelog.Options) {
+	logOpts = o.Log
+	logOpts.Name = strconv.Itoa(o.Partition)
+	return filepath.Join(o.DataDir, "__share_group_state-"+logOpts.Name), logOpts
 }

@@ -99,10 +99,7 @@ func DecodeRecord(b []byte) (Record, error) {
 		return Record{Type: d.typ}, err
 	}
 	rec := Record{Type: d.typ, Key: keyFromMapKey(string(d.mapKey)), Tombstone: d.tombstone}
-	var owned []StateBatch
-	if len(batches) > 0 {
-		owned = append([]StateBatch(nil), batches...)
-	}
+	owned := cloneBatches(batches)
 	switch {
 	case d.tombstone:
 	case d.typ == RecordTypeSnapshot:
@@ -173,7 +170,7 @@ func groupOfMapKey(mk string) string {
 // ---- encoding ----
 
 func appendVarint(b []byte, v int32) []byte {
-	return appendUvarint(b, uint32(v<<1)^uint32(v>>31))
+	return appendUvarint(b, zigzag(v))
 }
 
 func appendUvarint(b []byte, v uint32) []byte {
@@ -265,7 +262,10 @@ func snapshotRecordSize(mk string, n int, dcc int32) int {
 	return uvarintLen(zigzag(int32(keyLen))) + keyLen + uvarintLen(zigzag(int32(valLen))) + valLen
 }
 
+// zigzag maps a signed varint's value to the unsigned one that is written; unzigzag reverses it.
 func zigzag(v int32) uint32 { return uint32(v<<1) ^ uint32(v>>31) }
+
+func unzigzag(u uint32) int32 { return int32(u>>1) ^ -int32(u&1) }
 
 // ---- decoding ----
 
@@ -368,8 +368,7 @@ func (r *reader) uvarint(what string) uint32 {
 
 // varint reads Kafka's zigzag varint (int32).
 func (r *reader) varint(what string) int32 {
-	u := r.uvarint(what)
-	return int32(u>>1) ^ -int32(u&1)
+	return unzigzag(r.uvarint(what))
 }
 
 // decodeRecordInto decodes b into d. Batches are decoded into scratch (reused, grown as needed)
@@ -497,12 +496,8 @@ func (r *reader) batches(dst []StateBatch) []StateBatch {
 		var s StateBatch
 		if len(r.b) >= batchWireSize && r.b[batchWireSize-1] == 0 {
 			// Fast path: no tagged fields in this batch.
-			p := r.b
-			s.FirstOffset = int64(binary.BigEndian.Uint64(p))
-			s.LastOffset = int64(binary.BigEndian.Uint64(p[8:]))
-			s.DeliveryState = int8(p[16])
-			s.DeliveryCount = int16(binary.BigEndian.Uint16(p[17:]))
-			r.b = p[batchWireSize:]
+			s = batchAt(r.b)
+			r.b = r.b[batchWireSize:]
 		} else {
 			s.FirstOffset = int64(r.u64("first offset"))
 			s.LastOffset = int64(r.u64("last offset"))
@@ -513,6 +508,17 @@ func (r *reader) batches(dst []StateBatch) []StateBatch {
 		dst = append(dst, s)
 	}
 	return dst
+}
+
+// batchAt decodes the fixed fields of the state batch at the start of p (at least batchWireSize
+// bytes long).
+func batchAt(p []byte) StateBatch {
+	return StateBatch{
+		FirstOffset:   int64(binary.BigEndian.Uint64(p)),
+		LastOffset:    int64(binary.BigEndian.Uint64(p[8:])),
+		DeliveryState: int8(p[16]),
+		DeliveryCount: int16(binary.BigEndian.Uint16(p[17:])),
+	}
 }
 
 // skipTagged skips a tagged-field section whose fields are all unknown.

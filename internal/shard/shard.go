@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,8 @@ import (
 type State int32
 
 // The shard states. Loading → Active; a failed load → Failed (retried with backoff unless the log
-// is corrupt) → Loading → Active; a failed append → Loading (reload) → Active; Close → Closed.
+// is corrupt or a file-system sync failed) → Loading → Active; a failed append → Loading (reload)
+// → Active; Close → Closed.
 const (
 	Loading State = iota
 	Active
@@ -134,15 +134,14 @@ type Shard struct {
 // Open starts the shard: it returns at once in state Loading and replays its log in the
 // background; operations meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A failed load leaves it
 // Failed: operations get COORDINATOR_NOT_AVAILABLE with a message carrying the cause, and the load
-// is retried with backoff unless the log is corrupt (which needs an operator's repair).
+// is retried with backoff unless the log is corrupt (which needs an operator's repair) or a
+// file-system sync failed (which needs a restart of the process).
 func Open(logger *zap.Logger, provider Provider, opts Options) *Shard {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
 	opts = opts.withDefaults()
-	dir := filepath.Join(opts.DataDir, "__share_group_state-"+strconv.Itoa(opts.Partition))
-	logOpts := opts.Log
-	logOpts.Name = strconv.Itoa(opts.Partition)
+	dir, logOpts := opts.logLocation()
 	logger = logger.With(zap.Int("state_partition", opts.Partition))
 	load := func(truncateAfter *int64, fn func(int64, []byte) error) (stateLog, error) {
 		o := logOpts
@@ -418,8 +417,22 @@ func (o *op) fail(r Result) {
 	}
 }
 
+// refuse answers a queued o with r without applying it, unless the shard claimed it or its caller
+// abandoned it already.
+func (o *op) refuse(r Result) {
+	if o.claim.CompareAndSwap(opQueued, opClaimed) {
+		o.fail(r)
+		close(o.done)
+	}
+}
+
 func notAvailable(msg string) Result {
 	return Result{Code: ErrCoordinatorNotAvailable, Message: msg}
+}
+
+// notApplied is the answer to an operation that was never applied, for the reason why.
+func notApplied(why string) Result {
+	return notAvailable("The operation was not applied: " + why + ".")
 }
 
 // gate answers for a shard that is not Active.
@@ -430,7 +443,7 @@ func (s *Shard) gate() (Result, bool) {
 	case Loading:
 		return withDefault(ErrCoordinatorLoadInProgress), false
 	case Closed:
-		return notAvailable(fmt.Sprintf("The coordinator is not available: state partition %d is closed.", s.opts.Partition)), false
+		return s.closedResult(), false
 	}
 	st := s.Status()
 	if st.State == Failed {
@@ -443,7 +456,7 @@ func (s *Shard) gate() (Result, bool) {
 // the failure to report.
 func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
 	if err := ctx.Err(); err != nil {
-		return notAvailable("The operation was not applied: " + err.Error() + "."), false
+		return notApplied(err.Error()), false
 	}
 	if r, ok := s.gate(); !ok {
 		return r, false
@@ -455,24 +468,23 @@ func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		r, _ := s.closedResult()
-		return r, false
+		return s.closedResult(), false
 	}
 	s.submitters.Add(1)
 	s.mu.Unlock()
+	var refused Result // a COORDINATOR_NOT_AVAILABLE answer when o was not queued
 	select {
 	case s.ops <- o:
-		s.submitters.Done()
 	case <-s.stopAccept:
-		s.submitters.Done()
-		r, _ := s.closedResult()
-		return r, false
+		refused = s.closedResult()
 	case <-ctx.Done():
-		s.submitters.Done()
-		return notAvailable("The operation was not applied: " + ctx.Err().Error() + "."), false
+		refused = notApplied(ctx.Err().Error())
 	case <-timer.C:
-		s.submitters.Done()
-		return notAvailable(fmt.Sprintf("The operation was not applied: the shard did not accept it within the write timeout of %v.", s.opts.WriteTimeout)), false
+		refused = notApplied(fmt.Sprintf("the shard did not accept it within the write timeout of %v", s.opts.WriteTimeout))
+	}
+	s.submitters.Done()
+	if refused.Code != ErrNone {
+		return refused, false
 	}
 
 	select {
@@ -485,14 +497,15 @@ func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
 	}
 }
 
-func (s *Shard) closedResult() (Result, bool) {
-	return notAvailable(fmt.Sprintf("The coordinator is not available: state partition %d is closed.", s.opts.Partition)), false
+// closedResult is the answer of a closed shard.
+func (s *Shard) closedResult() Result {
+	return notAvailable(fmt.Sprintf("The coordinator is not available: state partition %d is closed.", s.opts.Partition))
 }
 
 // abandon gives up waiting for o. If the shard had not claimed it yet it never will.
 func (s *Shard) abandon(o *op, why string) Result {
 	if o.claim.CompareAndSwap(opQueued, opAbandoned) || o.claim.Load() == opAbandoned {
-		return notAvailable("The operation was not applied: " + why + ".")
+		return notApplied(why)
 	}
 	return notAvailable("The coordinator did not confirm the operation: " + why + "; it may still be applied.")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -42,6 +41,21 @@ func (g *gatedLog) Append(records [][]byte) (int64, error) {
 	return g.stateLog.Append(records)
 }
 
+// holdAppends makes every Append wait until release is called; held, when not nil, receives as
+// each Append starts waiting.
+func (g *gatedLog) holdAppends(held chan struct{}) (release func()) {
+	gate := make(chan struct{})
+	g.mu.Lock()
+	g.appendGate, g.appendHeld = gate, held
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		g.appendGate, g.appendHeld = nil, nil
+		g.mu.Unlock()
+		close(gate)
+	}
+}
+
 func (g *gatedLog) Replay(from int64, fn func(int64, []byte) error) error {
 	g.mu.Lock()
 	gate := g.replayGate
@@ -55,7 +69,6 @@ func (g *gatedLog) Replay(from int64, fn func(int64, []byte) error) error {
 // testShard opens shards on one directory; gl is the gated wrapper of the latest log opened.
 type testShard struct {
 	t        *testing.T
-	dir      string
 	opts     Options
 	provider Provider
 	mu       sync.Mutex
@@ -76,9 +89,7 @@ func newTestShard(t *testing.T, opts Options) *testShard {
 
 func (ts *testShard) open(prepare func(*Shard)) *Shard {
 	opts := ts.opts.withDefaults()
-	dir := filepath.Join(opts.DataDir, "__share_group_state-"+strconv.Itoa(opts.Partition))
-	logOpts := opts.Log
-	logOpts.Name = strconv.Itoa(opts.Partition)
+	dir, logOpts := opts.logLocation()
 	open := func() (stateLog, error) {
 		l, err := statelog.Open(ts.logger, dir, logOpts)
 		if err != nil {
@@ -93,7 +104,6 @@ func (ts *testShard) open(prepare func(*Shard)) *Shard {
 		ts.mu.Unlock()
 		return g, nil
 	}
-	ts.dir = dir
 	return start(ts.logger, ts.provider, opts, dir, open, prepare)
 }
 
@@ -251,11 +261,8 @@ func TestShardGroupCommit(t *testing.T) {
 			ts.opts.AppendLingerMs, ts.opts.Metrics = tt.linger, NewMetrics(reg, 10)
 			s = ts.active(nil)
 			base := s.Stats().Commits
-			gl := ts.log()
-			gate, held := make(chan struct{}), make(chan struct{}, tt.n)
-			gl.mu.Lock()
-			gl.appendGate, gl.appendHeld = gate, held
-			gl.mu.Unlock()
+			held := make(chan struct{}, tt.n)
+			release := ts.log().holdAppends(held)
 
 			var wg sync.WaitGroup
 			results := make([]Result, tt.n)
@@ -280,10 +287,7 @@ func TestShardGroupCommit(t *testing.T) {
 			} else {
 				waitQueued(t, s, tt.n-1)
 			}
-			gl.mu.Lock()
-			gl.appendGate = nil
-			gl.mu.Unlock()
-			close(gate)
+			release()
 			wg.Wait()
 			for i, r := range results {
 				if r.Code != ErrNone {
@@ -307,11 +311,8 @@ func TestShardReadWaitsForEarlierWrites(t *testing.T) {
 	s := ts.active(nil)
 	ctx := context.Background()
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
-	gl := ts.log()
-	gate, held := make(chan struct{}), make(chan struct{}, 1)
-	gl.mu.Lock()
-	gl.appendGate, gl.appendHeld = gate, held
-	gl.mu.Unlock()
+	held := make(chan struct{}, 1)
+	release := ts.log().holdAppends(held)
 	writeDone := make(chan Result, 1)
 	go func() { writeDone <- s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 9}) }()
 	<-held
@@ -323,7 +324,7 @@ func TestShardReadWaitsForEarlierWrites(t *testing.T) {
 		t.Fatalf("summary answered before the earlier write was durable: %+v", r)
 	default:
 	}
-	close(gate)
+	release()
 	mustOK(t, <-writeDone)
 	if r := <-readDone; r.StartOffset != 9 {
 		t.Fatalf("summary %+v", r)
@@ -337,19 +338,12 @@ func TestShardWriteTimeout(t *testing.T) {
 	s := ts.active(nil)
 	ctx := context.Background()
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
-	gl := ts.log()
-	gate := make(chan struct{})
-	gl.mu.Lock()
-	gl.appendGate = gate
-	gl.mu.Unlock()
+	release := ts.log().holdAppends(nil)
 	r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 7})
 	if r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "write timeout") || !strings.Contains(r.Message, "may still be applied") {
 		t.Fatalf("timed-out write: %+v", r)
 	}
-	gl.mu.Lock()
-	gl.appendGate = nil
-	gl.mu.Unlock()
-	close(gate)
+	release()
 	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 7 {
 		t.Fatalf("the timed-out write should stay applied: %+v", got)
 	}
@@ -360,11 +354,8 @@ func TestShardContextCancelledBeforeApply(t *testing.T) {
 	s := ts.active(nil)
 	ctx := context.Background()
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
-	gl := ts.log()
-	gate, held := make(chan struct{}), make(chan struct{}, 1)
-	gl.mu.Lock()
-	gl.appendGate, gl.appendHeld = gate, held
-	gl.mu.Unlock()
+	held := make(chan struct{}, 1)
+	release := ts.log().holdAppends(held)
 	first := make(chan Result, 1)
 	go func() { first <- s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 1}) }()
 	<-held
@@ -377,10 +368,7 @@ func TestShardContextCancelledBeforeApply(t *testing.T) {
 	if r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "not applied") {
 		t.Fatalf("cancelled write: %+v", r)
 	}
-	gl.mu.Lock()
-	gl.appendGate = nil
-	gl.mu.Unlock()
-	close(gate)
+	release()
 	mustOK(t, <-first)
 	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 1 {
 		t.Fatalf("a cancelled write was applied: %+v", got)
@@ -402,11 +390,8 @@ func TestShardCloseWithOperationsInFlight(t *testing.T) {
 	for i := 0; i < n; i++ {
 		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1}))
 	}
-	gl := ts.log()
-	gate, held := make(chan struct{}), make(chan struct{}, n)
-	gl.mu.Lock()
-	gl.appendGate, gl.appendHeld = gate, held
-	gl.mu.Unlock()
+	held := make(chan struct{}, n)
+	release := ts.log().holdAppends(held)
 	results := make([]Result, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -426,17 +411,13 @@ func TestShardCloseWithOperationsInFlight(t *testing.T) {
 		t.Fatalf("Close returned before committing: %v", err)
 	default:
 	}
-	gl.mu.Lock()
-	gl.appendGate = nil
-	gl.mu.Unlock()
-	close(gate)
+	release()
 	wg.Wait()
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range results {
+	for _, r := range results {
 		mustOK(t, r)
-		_ = i
 	}
 	s2 := ts.active(nil)
 	for i := 0; i < n; i++ {

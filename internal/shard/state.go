@@ -157,20 +157,22 @@ func (m *machine) replayRaw(offset int64, raw []byte) error {
 	case d.typ == RecordTypeSnapshot:
 		isNew := e == nil
 		if isNew {
-			e = &entry{key: string(d.mapKey)}
-			m.states[e.key] = e
+			e = m.newEntry(string(d.mapKey))
 		}
 		m.applySnapshot(e, isNew, &d.snap, offset)
+	case e == nil: // an update of a key without state
+		m.initFromUpdate(m.newEntry(string(d.mapKey)), &d.upd)
 	default:
-		if e == nil {
-			e = &entry{key: string(d.mapKey)}
-			m.states[e.key] = e
-			m.initFromUpdate(e, &d.upd)
-			return nil
-		}
 		m.applyUpdate(e, &d.upd)
 	}
 	return nil
+}
+
+// newEntry adds an empty state for map key mk.
+func (m *machine) newEntry(mk string) *entry {
+	e := &entry{key: mk}
+	m.states[mk] = e
+	return e
 }
 
 // skip counts a record of unknown type, warning on the first of each type.
@@ -339,8 +341,7 @@ func (m *machine) writeSnapshot(p *pending, mk string, e *entry, v *SnapshotValu
 	}
 	isNew := e == nil
 	if isNew {
-		e = &entry{key: mk}
-		m.states[mk] = e
+		e = m.newEntry(mk)
 	}
 	m.applySnapshot(e, isNew, v, off)
 	return nil
