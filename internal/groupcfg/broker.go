@@ -60,7 +60,7 @@ func (b *brokerState) entries() []Entry {
 	for _, i := range b.schema.broker {
 		d := &b.schema.defs[i]
 		text := b.vals[i].text
-		if d.Sensitive || d.Type == TypePassword {
+		if d.hidden() {
 			text = "[hidden]"
 		}
 		out = append(out, Entry{Name: d.Name, Value: text, Source: b.source[i], Origin: b.origin[i]})

@@ -56,6 +56,9 @@ func (d Definition) EnvName() string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(d.Name, ".", "_"))
 }
 
+// hidden reports whether the key's values are never shown: Sensitive keys and PASSWORD keys.
+func (d Definition) hidden() bool { return d.Sensitive || d.Type == TypePassword }
+
 // Validator restricts the values of a key beyond its Type.
 type Validator interface {
 	// Validate returns nil if text, canonical text already of the key's Type, is allowed, else

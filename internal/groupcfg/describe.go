@@ -109,7 +109,7 @@ func (m *Manager) selectKeys(scope []int, requested []string) []int {
 }
 
 func masked(d *Definition, text string) string {
-	if d.Sensitive || d.Type == TypePassword {
+	if d.hidden() {
 		return ""
 	}
 	return text
@@ -119,7 +119,7 @@ func (m *Manager) describeBrokerKey(b *brokerState, i int, synonyms, docs bool) 
 	d := &m.sch.defs[i]
 	c := DescribedConfig{
 		Name: d.Name, Value: masked(d, b.vals[i].text), EffectiveValue: masked(d, b.vals[i].text),
-		ReadOnly: !d.Dynamic, Source: b.source[i], Sensitive: d.Sensitive || d.Type == TypePassword, Type: d.Type,
+		ReadOnly: !d.Dynamic, Source: b.source[i], Sensitive: d.hidden(), Type: d.Type,
 	}
 	if synonyms {
 		c.Synonyms = m.brokerLayers(b, i)
@@ -147,7 +147,7 @@ func (m *Manager) describeGroupKey(v *view, g *groupValues, p int, synonyms, doc
 	d := m.groupDef(p)
 	c := DescribedConfig{
 		Name: d.Name, Value: masked(d, g.vals[p].text), EffectiveValue: masked(d, g.vals[p].text),
-		Source: SourceDefaultConfig, Sensitive: d.Sensitive || d.Type == TypePassword, Type: d.Type,
+		Source: SourceDefaultConfig, Sensitive: d.hidden(), Type: d.Type,
 	}
 	stored, set := g.stored[d.Name]
 	if set {

@@ -87,9 +87,9 @@ func resolvePositions(sch *schema) (positions, error) {
 
 // Open loads the durable store under dataDir/config (a damaged store → *StoreError naming the
 // file), records share.coordinator.state.topic.num.partitions on first start and refuses a
-// different value later (a *StaticError, as for any other configuration problem). Stored group overrides never stop start-up: those outside the bounds
-// now in force are clamped when evaluated, with a WARN log. reg may be nil (metrics are then
-// kept but not registered).
+// different value later (a *StaticError, as for any other configuration problem). Stored group
+// overrides never stop start-up: those outside the bounds now in force are clamped when
+// evaluated, with a WARN log. reg may be nil (metrics are then kept but not registered).
 func Open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Registerer, opts Options) (*Manager, error) {
 	return open(logger, dataDir, static, reg, opts, osFS{})
 }
@@ -205,7 +205,7 @@ func (m *Manager) warnIgnored(state *storeState) {
 					zap.String("group", group), zap.String("config", key))
 				continue
 			}
-			if _, ok := m.evalOverride(m.groupDef(p), text, nil); !ok {
+			if _, _, ok := m.evalOverride(m.groupDef(p), text, nil); !ok {
 				m.logger.Warn("ignoring a stored group override this release does not accept; the inherited value applies",
 					zap.String("group", group), zap.String("config", key), zap.String("value", show(m.groupDef(p), text)))
 			}
@@ -231,25 +231,25 @@ func (m *Manager) defaultGroup(b *brokerState) *groupValues {
 }
 
 // evalOverride evaluates one stored override: it parses text and, for numeric keys, clamps it
-// to the bounds in force (b nil: only checks that it can be evaluated). ok is false when the
-// override cannot be applied.
-func (m *Manager) evalOverride(d *Definition, text string, b *brokerState) (value, bool) {
+// to the bounds in force (b nil: only checks that it can be evaluated). clamped says that the
+// bounds changed the value; ok is false when the override cannot be applied.
+func (m *Manager) evalOverride(d *Definition, text string, b *brokerState) (v value, clamped, ok bool) {
 	if !isNumeric(d.Type) {
 		v, bad := checkStatic(d, text)
-		return v, bad == nil
+		return v, false, bad == nil
 	}
-	v, ok := parseValue(d.Type, text)
+	v, ok = parseValue(d.Type, text)
 	if !ok || b == nil {
-		return v, ok
+		return v, false, ok
 	}
 	bn := groupBounds(d, b)
 	switch {
 	case v.num < bn.lo:
-		return numValue(bn.lo), true
+		return numValue(bn.lo), true, true
 	case v.num > bn.hi:
-		return numValue(bn.hi), true
+		return numValue(bn.hi), true, true
 	}
-	return v, true
+	return v, false, true
 }
 
 func numValue(n int64) value { return value{text: fmtInt(n), num: n} }
@@ -262,14 +262,11 @@ func (m *Manager) evalGroup(b *brokerState, defaults *groupValues, stored map[st
 		if !ok {
 			continue
 		}
-		v, ok := m.evalOverride(m.groupDef(p), text, b)
+		v, clamped, ok := m.evalOverride(m.groupDef(p), text, b)
 		if !ok {
 			continue
 		}
-		g.vals[p] = v
-		if raw, _ := parseValue(m.groupDef(p).Type, text); isNumeric(m.groupDef(p).Type) && raw.num != v.num {
-			g.clamped[p] = true
-		}
+		g.vals[p], g.clamped[p] = v, clamped
 	}
 	return g
 }
@@ -332,12 +329,12 @@ func (m *Manager) reportClamps(old, v *view, all bool, changed map[string]bool) 
 		og, _ := old.group(id)
 		ng, _ := v.group(id)
 		for p := range m.sch.group {
+			d := m.groupDef(p)
 			wasClamped := og != nil && og.clamped[p]
 			isClamped := ng != nil && ng.clamped[p]
 			if isClamped != wasClamped {
-				m.metrics.addClamped(m.groupDef(p).Name, isClamped)
+				m.metrics.addClamped(d.Name, isClamped)
 			}
-			d := m.groupDef(p)
 			switch {
 			case isClamped && (!wasClamped || og.vals[p].num != ng.vals[p].num):
 				bn := groupBounds(d, v.broker)

@@ -48,7 +48,7 @@ func defaultCell(d *Definition) string {
 	switch {
 	case d.Synonym != "":
 		return "inherits `" + d.Synonym + "`"
-	case d.Sensitive || d.Type == TypePassword:
+	case d.hidden():
 		return "(hidden)"
 	case d.Default == "":
 		return "(empty)"

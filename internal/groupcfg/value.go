@@ -122,7 +122,7 @@ func expected(d *Definition, lo, hi int64) string {
 // show renders a value for a message: as is when it is plain, quoted when it is empty or holds
 // spaces or control characters (so that the one-line message stays one line and unambiguous).
 func show(d *Definition, text string) string {
-	if d != nil && (d.Sensitive || d.Type == TypePassword) {
+	if d != nil && d.hidden() {
 		return "[hidden]"
 	}
 	if text == "" || strings.IndexFunc(text, func(r rune) bool {
@@ -135,7 +135,7 @@ func show(d *Definition, text string) string {
 
 // showDefault renders a key's built-in default for a "remove the setting (default X)" hint.
 func showDefault(d *Definition) string {
-	if d.Sensitive || d.Type == TypePassword {
+	if d.hidden() {
 		return "[hidden]"
 	}
 	if d.Default == "" {

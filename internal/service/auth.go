@@ -127,7 +127,7 @@ func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
 
 // authorize returns nil when the client of ctx may call method, else the status error to answer.
 func (a *Authorizer) authorize(ctx context.Context, method string) error {
-	if a.open[serviceOf(method)] {
+	if service, _ := splitFullMethod(method); a.open[service] {
 		return nil
 	}
 	principal, authenticated := PrincipalFromContext(ctx)
@@ -151,15 +151,7 @@ func (a *Authorizer) authorize(ctx context.Context, method string) error {
 	return nil
 }
 
-// serviceOf returns the service of a full method name "/package.Service/Method".
-func serviceOf(method string) string {
-	s := strings.TrimPrefix(method, "/")
-	if i := strings.LastIndexByte(s, '/'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
+// peerAddr returns the address of the client of the call in ctx, or "" when it is not known.
 func peerAddr(ctx context.Context) string {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		return p.Addr.String()

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -39,8 +38,8 @@ func unaryCallLogger(l *zap.Logger) grpc.UnaryServerInterceptor {
 			zap.String("grpc.service", service),
 			zap.String("grpc.method", method),
 			zap.String("grpc.method_type", "unary"))
-		if p, ok := peer.FromContext(ctx); ok {
-			fields = append(fields, zap.String("peer.address", p.Addr.String()))
+		if addr := peerAddr(ctx); addr != "" {
+			fields = append(fields, zap.String("peer.address", addr))
 		}
 		fields = append(fields, zap.String("grpc.start_time", start.Format(time.RFC3339)))
 		if d, ok := ctx.Deadline(); ok {

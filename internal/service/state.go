@@ -79,48 +79,62 @@ func invalidTopicID(raw string, err error) shard.Result {
 	}
 }
 
-// item is one (topic, partition) of a request, flattened in request order.
-type item struct {
-	topic int          // index of the topic in the request
-	key   shard.Key    // the routed key, valid when bad.Code == ErrNone
-	bad   shard.Result // a per-partition error found before routing (an unparsable topic id)
-}
-
-// flatten parses each topic id once and lists every partition of the request in order.
-func flatten[T interface {
+// stateTopic and statePartition are what the topic and partition entries of every state request
+// have in common.
+type stateTopic[P statePartition] interface {
 	GetTopicId() string
 	GetPartitions() []P
-}, P interface{ GetPartition() int32 }](groupID string, topics []T) []item {
+}
+
+type statePartition interface{ GetPartition() int32 }
+
+// item is one partition of a state request as a handler sees it.
+type item struct {
+	key shard.Key    // the routed key, valid when bad.Code == ErrNone
+	bad shard.Result // a per-partition error found before routing (an unparsable topic id)
+}
+
+// eachPartition runs one state request over its partitions. It rejects a request naming more
+// partitions than allowed, parses each topic id once, then runs do for every partition
+// concurrently and waits for all of them: keys of one request therefore queue on their partitions
+// together and share group commits. out[i][j] is do's answer for topics[i].partitions[j].
+func eachPartition[T stateTopic[P], P statePartition, R any](s *StateServer, groupID string, topics []T, do func(it item, p P) R) ([][]R, error) {
 	n := 0
 	for _, t := range topics {
 		n += len(t.GetPartitions())
 	}
-	items := make([]item, 0, n)
+	if err := s.checkLimit(n); err != nil {
+		return nil, err
+	}
+	out := make([][]R, len(topics))
+	var wg sync.WaitGroup
 	for ti, t := range topics {
 		id, err := shard.ParseTopicID(t.GetTopicId())
-		for _, p := range t.GetPartitions() {
-			it := item{topic: ti, key: shard.Key{GroupID: groupID, TopicID: id, Partition: p.GetPartition()}}
+		parts := t.GetPartitions()
+		out[ti] = make([]R, len(parts))
+		for pi, p := range parts {
+			it := item{key: shard.Key{GroupID: groupID, TopicID: id, Partition: p.GetPartition()}}
 			if err != nil {
 				it.bad = invalidTopicID(t.GetTopicId(), err)
 			}
-			items = append(items, it)
+			if n == 1 { // nothing to overlap with: run on the caller's goroutine
+				out[ti][pi] = do(it, p)
+				continue
+			}
+			wg.Go(func() { out[ti][pi] = do(it, p) })
 		}
 	}
-	return items
+	wg.Wait()
+	return out, nil
 }
 
-// fanOut runs do(i) for every i in [0, n) concurrently and waits for all of them. Keys of one
-// request therefore queue on their partitions together and share group commits.
-func fanOut(n int, do func(i int)) {
-	if n == 1 {
-		do(0)
-		return
+// topicResults pairs each topic id of the request with its partition results, built by mk.
+func topicResults[T interface{ GetTopicId() string }, R, TR any](topics []T, parts [][]R, mk func(topicID string, parts []R) TR) []TR {
+	out := make([]TR, len(topics))
+	for i, t := range topics {
+		out[i] = mk(t.GetTopicId(), parts[i])
 	}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { do(i) })
-	}
-	wg.Wait()
+	return out
 }
 
 func code(c shard.ErrorCode) pb.ErrorCode { return pb.ErrorCode(c) }
@@ -129,35 +143,14 @@ func partitionResult(partition int32, r shard.Result) *pb.PartitionResult {
 	return &pb.PartitionResult{Partition: partition, ErrorCode: code(r.Code), ErrorMessage: r.Message}
 }
 
-// byTopic groups per-partition results by topic, keeping request order: parts[i] are the results
-// of topics[i]'s partitions.
-func byTopic[T any, R any](topics []T, items []item, results []R) [][]R {
-	parts := make([][]R, len(topics))
-	for i, it := range items {
-		parts[it.topic] = append(parts[it.topic], results[i])
-	}
-	return parts
-}
-
-// topicResults builds the topic results of Initialize, Write and Delete.
-func topicResults[T interface{ GetTopicId() string }](topics []T, items []item, results []*pb.PartitionResult) []*pb.TopicResult {
-	out := make([]*pb.TopicResult, len(topics))
-	for i, parts := range byTopic(topics, items, results) {
-		out[i] = &pb.TopicResult{TopicId: topics[i].GetTopicId(), Partitions: parts}
-	}
-	return out
+// topicResult is the topic result of Initialize, Write and Delete.
+func topicResult(topicID string, parts []*pb.PartitionResult) *pb.TopicResult {
+	return &pb.TopicResult{TopicId: topicID, Partitions: parts}
 }
 
 // InitializeShareGroupState implements the InitializeShareGroupState RPC.
 func (s *StateServer) InitializeShareGroupState(ctx context.Context, req *pb.InitializeShareGroupStateRequest) (*pb.InitializeShareGroupStateResponse, error) {
-	if err := s.checkLimit(req.PartitionCount()); err != nil {
-		return nil, err
-	}
-	items := flatten(req.GetGroupId(), req.GetTopics())
-	parts := partitionsOf(req.GetTopics())
-	results := make([]*pb.PartitionResult, len(items))
-	fanOut(len(items), func(i int) {
-		it, p := items[i], parts[i]
+	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.InitializeStatePartition) *pb.PartitionResult {
 		r := it.bad
 		if r.Code == shard.ErrNone {
 			r = s.route(it.key).Initialize(ctx, shard.InitializeRequest{
@@ -165,27 +158,23 @@ func (s *StateServer) InitializeShareGroupState(ctx context.Context, req *pb.Ini
 			})
 		}
 		s.opts.Metrics.countOp(opInitialize, r.Code)
-		results[i] = partitionResult(it.key.Partition, r)
+		return partitionResult(it.key.Partition, r)
 	})
-	return &pb.InitializeShareGroupStateResponse{Results: topicResults(req.GetTopics(), items, results)}, nil
+	if err != nil {
+		return nil, err
+	}
+	return &pb.InitializeShareGroupStateResponse{Results: topicResults(req.GetTopics(), parts, topicResult)}, nil
 }
 
 // ReadShareGroupState implements the ReadShareGroupState RPC.
 func (s *StateServer) ReadShareGroupState(ctx context.Context, req *pb.ReadShareGroupStateRequest) (*pb.ReadShareGroupStateResponse, error) {
-	if err := s.checkLimit(req.PartitionCount()); err != nil {
-		return nil, err
-	}
-	items := flatten(req.GetGroupId(), req.GetTopics())
-	parts := partitionsOf(req.GetTopics())
-	results := make([]*pb.ReadStatePartitionResult, len(items))
-	fanOut(len(items), func(i int) {
-		it, p := items[i], parts[i]
+	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.ReadStatePartition) *pb.ReadStatePartitionResult {
 		r := shard.ReadResult{Result: it.bad, StartOffset: -1}
 		if it.bad.Code == shard.ErrNone {
 			r = s.route(it.key).Read(ctx, shard.ReadRequest{Key: it.key, LeaderEpoch: p.GetLeaderEpoch()})
 		}
 		s.opts.Metrics.countOp(opRead, r.Code)
-		results[i] = &pb.ReadStatePartitionResult{
+		return &pb.ReadStatePartitionResult{
 			Partition:    it.key.Partition,
 			ErrorCode:    code(r.Code),
 			ErrorMessage: r.Message,
@@ -194,33 +183,31 @@ func (s *StateServer) ReadShareGroupState(ctx context.Context, req *pb.ReadShare
 			StateBatches: toProtoBatches(r.StateBatches),
 		}
 	})
-	out := make([]*pb.ReadStateTopicResult, len(req.GetTopics()))
-	for i, parts := range byTopic(req.GetTopics(), items, results) {
-		out[i] = &pb.ReadStateTopicResult{TopicId: req.GetTopics()[i].GetTopicId(), Partitions: parts}
+	if err != nil {
+		return nil, err
 	}
-	return &pb.ReadShareGroupStateResponse{Results: out}, nil
+	return &pb.ReadShareGroupStateResponse{Results: topicResults(req.GetTopics(), parts,
+		func(id string, ps []*pb.ReadStatePartitionResult) *pb.ReadStateTopicResult {
+			return &pb.ReadStateTopicResult{TopicId: id, Partitions: ps}
+		})}, nil
 }
 
 // WriteShareGroupState implements the WriteShareGroupState RPC.
 func (s *StateServer) WriteShareGroupState(ctx context.Context, req *pb.WriteShareGroupStateRequest) (*pb.WriteShareGroupStateResponse, error) {
 	start := time.Now()
 	defer func() { s.opts.Metrics.observeWrite(time.Since(start)) }()
-	if err := s.checkLimit(req.PartitionCount()); err != nil {
-		return nil, err
-	}
-	items := flatten(req.GetGroupId(), req.GetTopics())
-	parts := partitionsOf(req.GetTopics())
-	results := make([]*pb.PartitionResult, len(items))
-	fanOut(len(items), func(i int) {
-		it, p := items[i], parts[i]
+	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.WriteStatePartition) *pb.PartitionResult {
 		r := it.bad
 		if r.Code == shard.ErrNone {
 			r = s.write(ctx, it.key, p)
 		}
 		s.opts.Metrics.countOp(opWrite, r.Code)
-		results[i] = partitionResult(it.key.Partition, r)
+		return partitionResult(it.key.Partition, r)
 	})
-	return &pb.WriteShareGroupStateResponse{Results: topicResults(req.GetTopics(), items, results)}, nil
+	if err != nil {
+		return nil, err
+	}
+	return &pb.WriteShareGroupStateResponse{Results: topicResults(req.GetTopics(), parts, topicResult)}, nil
 }
 
 // write converts one partition of a write request and hands it to the key's partition. Values
@@ -246,39 +233,29 @@ func (s *StateServer) write(ctx context.Context, key shard.Key, p *pb.WriteState
 
 // DeleteShareGroupState implements the DeleteShareGroupState RPC.
 func (s *StateServer) DeleteShareGroupState(ctx context.Context, req *pb.DeleteShareGroupStateRequest) (*pb.DeleteShareGroupStateResponse, error) {
-	if err := s.checkLimit(req.PartitionCount()); err != nil {
-		return nil, err
-	}
-	items := flatten(req.GetGroupId(), req.GetTopics())
-	results := make([]*pb.PartitionResult, len(items))
-	fanOut(len(items), func(i int) {
-		it := items[i]
+	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, _ *pb.DeleteStatePartition) *pb.PartitionResult {
 		r := it.bad
 		if r.Code == shard.ErrNone {
 			r = s.route(it.key).Delete(ctx, shard.DeleteRequest{Key: it.key})
 		}
 		s.opts.Metrics.countOp(opDelete, r.Code)
-		results[i] = partitionResult(it.key.Partition, r)
+		return partitionResult(it.key.Partition, r)
 	})
-	return &pb.DeleteShareGroupStateResponse{Results: topicResults(req.GetTopics(), items, results)}, nil
+	if err != nil {
+		return nil, err
+	}
+	return &pb.DeleteShareGroupStateResponse{Results: topicResults(req.GetTopics(), parts, topicResult)}, nil
 }
 
 // ReadShareGroupStateSummary implements the ReadShareGroupStateSummary RPC.
 func (s *StateServer) ReadShareGroupStateSummary(ctx context.Context, req *pb.ReadShareGroupStateSummaryRequest) (*pb.ReadShareGroupStateSummaryResponse, error) {
-	if err := s.checkLimit(req.PartitionCount()); err != nil {
-		return nil, err
-	}
-	items := flatten(req.GetGroupId(), req.GetTopics())
-	parts := partitionsOf(req.GetTopics())
-	results := make([]*pb.ReadStateSummaryPartitionResult, len(items))
-	fanOut(len(items), func(i int) {
-		it, p := items[i], parts[i]
+	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.ReadStateSummaryPartition) *pb.ReadStateSummaryPartitionResult {
 		r := shard.SummaryResult{Result: it.bad, StartOffset: -1, DeliveryCompleteCount: -1}
 		if it.bad.Code == shard.ErrNone {
 			r = s.route(it.key).ReadSummary(ctx, shard.SummaryRequest{Key: it.key, LeaderEpoch: p.GetLeaderEpoch()})
 		}
 		s.opts.Metrics.countOp(opReadSummary, r.Code)
-		results[i] = &pb.ReadStateSummaryPartitionResult{
+		return &pb.ReadStateSummaryPartitionResult{
 			Partition:             it.key.Partition,
 			ErrorCode:             code(r.Code),
 			ErrorMessage:          r.Message,
@@ -288,11 +265,13 @@ func (s *StateServer) ReadShareGroupStateSummary(ctx context.Context, req *pb.Re
 			DeliveryCompleteCount: r.DeliveryCompleteCount,
 		}
 	})
-	out := make([]*pb.ReadStateSummaryTopicResult, len(req.GetTopics()))
-	for i, parts := range byTopic(req.GetTopics(), items, results) {
-		out[i] = &pb.ReadStateSummaryTopicResult{TopicId: req.GetTopics()[i].GetTopicId(), Partitions: parts}
+	if err != nil {
+		return nil, err
 	}
-	return &pb.ReadShareGroupStateSummaryResponse{Results: out}, nil
+	return &pb.ReadShareGroupStateSummaryResponse{Results: topicResults(req.GetTopics(), parts,
+		func(id string, ps []*pb.ReadStateSummaryPartitionResult) *pb.ReadStateSummaryTopicResult {
+			return &pb.ReadStateSummaryTopicResult{TopicId: id, Partitions: ps}
+		})}, nil
 }
 
 // FindCoordinator implements the FindCoordinator RPC: this node owns every state partition.
@@ -311,15 +290,6 @@ func (s *StateServer) FindCoordinator(_ context.Context, req *pb.FindCoordinator
 		out[i] = c
 	}
 	return &pb.FindCoordinatorResponse{Coordinators: out}, nil
-}
-
-// partitionsOf lists every partition entry of a request in request order (parallel to flatten).
-func partitionsOf[T interface{ GetPartitions() []P }, P any](topics []T) []P {
-	var out []P
-	for _, t := range topics {
-		out = append(out, t.GetPartitions()...)
-	}
-	return out
 }
 
 func toProtoBatches(in []shard.StateBatch) []*pb.StateBatch {
