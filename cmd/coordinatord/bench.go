@@ -29,31 +29,41 @@ func newBenchCommand(e env) *cobra.Command {
 	// snapshot-tradeoff and restart, or the load generator of load (the server is profiled on its
 	// own side).
 	var profile string
-	var profileFile *os.File
 	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process to FILE (go tool pprof)")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if profile == "" {
-			return nil
-		}
-		f, err := os.Create(profile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		profileFile = f
-		return pprof.StartCPUProfile(f)
-	}
-	cmd.PersistentPostRunE = func(*cobra.Command, []string) error {
-		if profileFile == nil {
-			return nil
-		}
-		pprof.StopCPUProfile()
-		return profileFile.Close()
-	}
 	cmd.AddCommand(
 		newBenchTradeoffCommand(e),
 		newBenchLoadCommand(e),
 		newBenchFsyncCommand(e),
 		newBenchRestartCommand(e),
 	)
+	for _, sub := range cmd.Commands() {
+		sub.RunE = withCPUProfile(&profile, sub.RunE)
+	}
 	return cmd
+}
+
+// withCPUProfile runs runE under a CPU profile written to *path (no profile when it is empty). The
+// profile is written whether runE succeeds, fails or is interrupted: a PersistentPostRunE would
+// not run after a failure.
+func withCPUProfile(path *string, runE func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, a []string) (err error) {
+		if *path == "" {
+			return runE(cmd, a)
+		}
+		f, err := os.Create(*path)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("--cpuprofile: %w", cerr)
+			}
+		}()
+		return runE(cmd, a)
+	}
 }

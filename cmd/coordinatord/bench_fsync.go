@@ -10,6 +10,10 @@ import (
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
 )
 
+// fsyncProbeBytes is what each probe appends before its fdatasync, about one write's frame: the
+// default of `bench fsync --bytes` and the size `bench load --fsync-dir` uses.
+const fsyncProbeBytes = 256
+
 // fsyncFlags are the flags of `bench fsync`.
 type fsyncFlags struct {
 	dir     string
@@ -55,7 +59,7 @@ func newBenchFsyncCommand(e env) *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", "", "directory on the disk to measure (e.g. the server's --data-dir)")
 	fs.IntVar(&f.samples, "samples", 2000, "number of append+fdatasync pairs")
-	fs.IntVar(&f.bytes, "bytes", 256, "bytes appended before each fdatasync (about one write's frame)")
+	fs.IntVar(&f.bytes, "bytes", fsyncProbeBytes, "bytes appended before each fdatasync (about one write's frame)")
 	return cmd
 }
 

@@ -62,8 +62,9 @@ func newBenchLoadCommand(e env) *cobra.Command {
 			"grpc.health.v1.Health/Check (the baseline: no durable work), then WriteShareGroupState on --keys\n" +
 			"share partitions of --group (initialized first), each phase --warmup unrecorded then --duration\n" +
 			"recorded. It prints throughput, p50/p90/p99/p99.9 latency and errors per phase and their ratios.\n" +
-			"With --fsync-dir (the server's data directory, same machine) it also measures one fdatasync there\n" +
-			"and checks the write-latency target: write p50 <= 1.2 x (health p50 + fdatasync p50).",
+			"With --fsync-dir (the server's data directory, same machine) the Markdown report of a run with\n" +
+			"both phases also gives --fsync-samples fdatasync latencies there and checks the write-latency\n" +
+			"target: write p50 <= 1.2 x (health p50 + fdatasync p50).",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config()
@@ -99,7 +100,7 @@ func newBenchLoadCommand(e env) *cobra.Command {
 	fs.DurationVar(&f.cfg.ProgressEvery, "progress-every", time.Second, "interval of the progress lines on stderr")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
 	fs.StringVar(&f.output, "output", "markdown", "report format: markdown or json")
-	fs.StringVar(&f.fsyncDir, "fsync-dir", "", "also measure fdatasync in this directory (the server's --data-dir) and check the p50 target")
+	fs.StringVar(&f.fsyncDir, "fsync-dir", "", "also measure fdatasync in this directory (the server's --data-dir) and check the p50 target (Markdown output, both phases)")
 	fs.IntVar(&f.fsyncSamples, "fsync-samples", 2000, "fdatasync samples for --fsync-dir")
 	return cmd
 }
@@ -126,7 +127,7 @@ func checkLoadTargets(e env, f *loadFlags, rep *loadgen.Report) error {
 	if f.fsyncDir == "" {
 		return nil
 	}
-	res, err := diskprobe.SyncLatency(f.fsyncDir, f.fsyncSamples, 256)
+	res, err := diskprobe.SyncLatency(f.fsyncDir, f.fsyncSamples, fsyncProbeBytes)
 	if err != nil {
 		return err
 	}

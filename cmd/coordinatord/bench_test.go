@@ -125,6 +125,18 @@ func TestBenchFsyncSmoke(t *testing.T) {
 	}
 }
 
+// TestBenchCPUProfileOfAFailedRun: --cpuprofile writes the profile even when the benchmark fails.
+func TestBenchCPUProfileOfAFailedRun(t *testing.T) {
+	profile := filepath.Join(t.TempDir(), "cpu.pprof")
+	_, stderr, code := runBench(t, "bench", "fsync", "--cpuprofile", profile, "--dir", filepath.Join(t.TempDir(), "absent"), "--samples", "1")
+	if code != exitFailure {
+		t.Fatalf("exit status %d, want %d; stderr:\n%s", code, exitFailure, stderr)
+	}
+	if st, err := os.Stat(profile); err != nil || st.Size() == 0 {
+		t.Fatalf("profile of the failed run missing or empty: %v", err)
+	}
+}
+
 // TestBenchLoadAgainstServer runs `bench load` against the real server binary.
 func TestBenchLoadAgainstServer(t *testing.T) {
 	p := startProc(t, t.TempDir())

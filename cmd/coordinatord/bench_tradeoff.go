@@ -70,13 +70,14 @@ func (f *tradeoffFlags) config() (tradeoff.Config, tradeoff.SLO, error) {
 	if f.out == "" {
 		errs = append(errs, errors.New("--out: want a directory for the CSV, Markdown and PNG files"))
 	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = "-" // replaced by a temporary directory; keeps Validate quiet about it
-	}
 	if f.fromCSV != "" {
 		cfg.AllowOutOfRange = true // the limits are the file's, whatever --limits says
 	}
-	if err := cfg.Validate(); err != nil {
+	check := cfg
+	if check.DataDir == "" {
+		check.DataDir = os.TempDir() // runTradeoff makes a temporary directory there
+	}
+	if err := check.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return cfg, slo, errors.Join(errs...)
@@ -154,7 +155,7 @@ func runTradeoff(cmd *cobra.Command, e env, f *tradeoffFlags, cfg tradeoff.Confi
 	if err != nil {
 		return badConfig(err)
 	}
-	if cfg.DataDir == "-" {
+	if cfg.DataDir == "" {
 		tmp, err := os.MkdirTemp("", "coordinatord-tradeoff-")
 		if err != nil {
 			return err

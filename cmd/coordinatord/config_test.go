@@ -2,29 +2,29 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 )
 
-// runServer runs the server binary with args and env until it exits by itself (bad
-// configuration), returning stderr and the exit status.
-func runServer(t *testing.T, env []string, args ...string) (string, int) {
+// wantBadConfig runs the server on dataDir with args, its environment extended by env, and fails
+// the test unless it exits by itself with status 2, before serving, and stderr mentions each of
+// want.
+func wantBadConfig(t *testing.T, dataDir string, env, args []string, want ...string) {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
+	_, stderr, code := runBinary(t, env, serverArgs(dataDir, args...)...)
+	if code != exitBadConfig {
+		t.Fatalf("exit status %d, want %d\n%s", code, exitBadConfig, stderr)
 	}
-	return stderr.String(), code
+	for _, w := range want {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr does not mention %q:\n%s", w, stderr)
+		}
+	}
+	if strings.Contains(stderr, `"msg":"serving"`) {
+		t.Errorf("the server started serving despite bad configuration")
+	}
 }
 
 // TestBadConfigurationExits2 checks that every kind of bad configuration stops start-up with exit
@@ -34,7 +34,6 @@ func TestBadConfigurationExits2(t *testing.T) {
 	if err := os.WriteFile(props, []byte("share.coordinator.snapshot.update.records.per.snapshot=0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	base := []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
 	cases := []struct {
 		name string
 		env  []string
@@ -57,19 +56,7 @@ func TestBadConfigurationExits2(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append(append([]string{"--data-dir", t.TempDir()}, base...), tc.args...)
-			stderr, code := runServer(t, tc.env, args...)
-			if code != exitBadConfig {
-				t.Fatalf("exit status %d, want %d\n%s", code, exitBadConfig, stderr)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(stderr, w) {
-					t.Errorf("stderr does not mention %q:\n%s", w, stderr)
-				}
-			}
-			if strings.Contains(stderr, `"msg":"serving"`) {
-				t.Errorf("the server started serving despite bad configuration")
-			}
+			wantBadConfig(t, t.TempDir(), tc.env, tc.args, tc.want...)
 		})
 	}
 }
@@ -82,11 +69,9 @@ func TestPartitionCountIsRecorded(t *testing.T) {
 	if code := p.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit status %d", code)
 	}
-	stderr, code := runServer(t, nil, "--data-dir", dir, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--override", "share.coordinator.state.topic.num.partitions=6")
-	if code != exitBadConfig || !strings.Contains(stderr, "share.coordinator.state.topic.num.partitions") {
-		t.Fatalf("restart with another partition count: exit %d\n%s", code, stderr)
-	}
+	// A restart with another partition count is refused.
+	wantBadConfig(t, dir, nil, []string{"--override", "share.coordinator.state.topic.num.partitions=6"},
+		"share.coordinator.state.topic.num.partitions")
 }
 
 func TestCheckConfig(t *testing.T) {

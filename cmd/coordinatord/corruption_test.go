@@ -21,15 +21,21 @@ import (
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
-// groupOn returns a group id whose key (topic, partition 0) routes to state partition target of n.
-func groupOn(prefix string, target, n int) string {
+// statePartitionOf returns the state partition, out of n, that group's key (topicA, partition 0)
+// routes to.
+func statePartitionOf(group string, n int) int {
 	id, err := shard.ParseTopicID(topicA)
 	if err != nil {
 		panic(err)
 	}
+	return shard.PartitionFor(shard.Key{GroupID: group, TopicID: id}.CoordinatorKey(), n)
+}
+
+// groupOn returns a group id, prefix followed by a number, whose key (topicA, partition 0) routes
+// to state partition target of n.
+func groupOn(prefix string, target, n int) string {
 	for i := 0; ; i++ {
-		g := prefix + strconv.Itoa(i)
-		if shard.PartitionFor(shard.Key{GroupID: g, TopicID: id}.CoordinatorKey(), n) == target {
+		if g := prefix + strconv.Itoa(i); statePartitionOf(g, n) == target {
 			return g
 		}
 	}
@@ -95,12 +101,7 @@ func TestCorruptedSegment(t *testing.T) {
 		}
 	}
 	for _, g := range append([]string{victimGroup}, others...) {
-		resp, err := p.state.InitializeShareGroupState(ctx, initReq(g, topicA, 0, 1, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := resp.GetResults()[0].GetPartitions()[0]
-		mustOK(t, "initialize "+g, r.GetErrorCode(), r.GetErrorMessage())
+		mustInitialize(ctx, t, p, g, topicA, 0, 1)
 	}
 	// About 4 KiB per record: enough writes to fill more than two 1 MiB segments.
 	var batches []*pb.StateBatch
@@ -270,18 +271,13 @@ func TestCorruptedSegment(t *testing.T) {
 	if code, body := httpGet(t, client, "http://"+p.metricsAddr+"/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz after the repair = %d %q", code, body)
 	}
-	ir, err = p.state.InitializeShareGroupState(ctx, initReq(victimGroup, topicA, 0, 2, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := ir.GetResults()[0].GetPartitions()[0]
-	mustOK(t, "initialize after the repair", r.GetErrorCode(), r.GetErrorMessage())
+	mustInitialize(ctx, t, p, victimGroup, topicA, 0, 2)
 	wr, err = p.state.WriteShareGroupState(ctx, &pb.WriteShareGroupStateRequest{GroupId: victimGroup, Topics: []*pb.WriteStateTopic{{
 		TopicId: topicA, Partitions: []*pb.WriteStatePartition{{Partition: 0, StateEpoch: 2, LeaderEpoch: 1, StartOffset: -1, StateBatches: batches[:3]}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = wr.GetResults()[0].GetPartitions()[0]
+	r := wr.GetResults()[0].GetPartitions()[0]
 	mustOK(t, "write after the repair", r.GetErrorCode(), r.GetErrorMessage())
 }
 

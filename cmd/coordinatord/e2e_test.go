@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -13,7 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/coordinatord/coordinatord/internal/shard"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -46,6 +46,18 @@ func mustOK(t *testing.T, what string, code pb.ErrorCode, msg string) {
 	}
 }
 
+// mustInitialize initializes the share partition (group, topic, partition) at state epoch
+// stateEpoch and start offset 0, and fails the test unless that succeeds.
+func mustInitialize(ctx context.Context, t *testing.T, p *proc, group, topic string, partition, stateEpoch int32) {
+	t.Helper()
+	resp, err := p.state.InitializeShareGroupState(ctx, initReq(group, topic, partition, stateEpoch, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.GetResults()[0].GetPartitions()[0]
+	mustOK(t, fmt.Sprintf("initialize %s:%s:%d", group, topic, partition), r.GetErrorCode(), r.GetErrorMessage())
+}
+
 func setGroupConfig(t *testing.T, p *proc, group, key, value string) {
 	t.Helper()
 	resp, err := p.config.IncrementalAlterConfigs(ctxT(t), &pb.IncrementalAlterConfigsRequest{Resources: []*pb.AlterConfigsResource{{
@@ -59,22 +71,6 @@ func setGroupConfig(t *testing.T, p *proc, group, key, value string) {
 	mustOK(t, "alter "+group+" "+key, r.GetErrorCode(), r.GetErrorMessage())
 }
 
-// sameStatePartition returns two group ids whose keys for (topic, partition) map to the same state
-// partition out of n.
-func sameStatePartition(topic string, partition int32, n int) (string, string) {
-	id, err := shard.ParseTopicID(topic)
-	if err != nil {
-		panic(err)
-	}
-	target := shard.PartitionFor(shard.Key{GroupID: "group-a", TopicID: id, Partition: partition}.CoordinatorKey(), n)
-	for i := 0; ; i++ {
-		g := "group-b-" + strconv.Itoa(i)
-		if shard.PartitionFor(shard.Key{GroupID: g, TopicID: id, Partition: partition}.CoordinatorKey(), n) == target {
-			return "group-a", g
-		}
-	}
-}
-
 // TestSeedSnapshotCadence is the snapshot-frequency proposal's integration test: two share groups
 // on the same state partition, group A with an override of 200, group B inheriting a broker
 // ceiling of 1000; after 2000 writes each, the log holds exactly 1 + ⌊2000/201⌋ snapshots of A and
@@ -84,18 +80,14 @@ func TestSeedSnapshotCadence(t *testing.T) {
 	p := startProc(t, dir,
 		"--override", "share.coordinator.snapshot.update.records.per.snapshot=1000",
 		"--override", "share.coordinator.cold.partition.snapshot.interval.ms=3600000")
-	groupA, groupB := sameStatePartition(topicA, 0, 50)
+	groupA := "group-a"
+	groupB := groupOn("group-b-", statePartitionOf(groupA, 50), 50) // same state partition as A
 	setGroupConfig(t, p, groupA, "share.snapshot.update.records.per.snapshot", "200")
 
 	const writes = 2000
 	ctx := ctxT(t)
 	for _, g := range []string{groupA, groupB} {
-		resp, err := p.state.InitializeShareGroupState(ctx, initReq(g, topicA, 0, 1, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := resp.GetResults()[0].GetPartitions()[0]
-		mustOK(t, "initialize "+g, r.GetErrorCode(), r.GetErrorMessage())
+		mustInitialize(ctx, t, p, g, topicA, 0, 1)
 	}
 	var eg errgroup.Group
 	eg.SetLimit(16)
@@ -193,12 +185,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 				for part := range int32(5) {
 					k := keyT{"restart-" + strconv.Itoa(g), topicA, part}
 					keys = append(keys, k)
-					resp, err := p.state.InitializeShareGroupState(ctx, initReq(k.group, k.topic, k.partition, 1, 0))
-					if err != nil {
-						t.Fatal(err)
-					}
-					r := resp.GetResults()[0].GetPartitions()[0]
-					mustOK(t, "initialize", r.GetErrorCode(), r.GetErrorMessage())
+					mustInitialize(ctx, t, p, k.group, k.topic, k.partition, 1)
 					for w := range int64(30) {
 						resp, err := p.state.WriteShareGroupState(ctx, writeReq(k.group, k.topic, k.partition, w/3,
 							&pb.StateBatch{FirstOffset: w, LastOffset: w + 5, DeliveryState: int32(w % 3), DeliveryCount: int32(w % 4)}))
@@ -249,12 +236,7 @@ func TestShutdownDrainsCallsInFlight(t *testing.T) {
 	ctx := ctxT(t)
 	const keys = 16
 	for k := range int32(keys) {
-		resp, err := p.state.InitializeShareGroupState(ctx, initReq("drain", topicA, k, 1, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := resp.GetResults()[0].GetPartitions()[0]
-		mustOK(t, "initialize", r.GetErrorCode(), r.GetErrorMessage())
+		mustInitialize(ctx, t, p, "drain", topicA, k, 1)
 	}
 	var mu sync.Mutex
 	acked := map[int32]int64{} // key partition → highest acknowledged offset

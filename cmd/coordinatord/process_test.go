@@ -71,12 +71,17 @@ type proc struct {
 	eof     bool
 }
 
+// serverArgs are the server's arguments for dataDir and loopback ports chosen by the kernel,
+// followed by extra.
+func serverArgs(dataDir string, extra ...string) []string {
+	return append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
+}
+
 // startProc starts the binary on dataDir with loopback ports chosen by the kernel and waits until
 // it reports SERVING. extra are further command-line arguments.
 func startProc(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
-	return startCommand(t, exec.Command(binPath, args...), dataDir)
+	return startCommand(t, exec.Command(binPath, serverArgs(dataDir, extra...)...), dataDir)
 }
 
 func startCommand(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
@@ -263,8 +268,16 @@ func (p *proc) kill() {
 // runTool runs the binary with args (a subcommand) and returns stdout, stderr and exit status.
 func runTool(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return runBinary(t, nil, args...)
+}
+
+// runBinary runs the binary with args, its environment extended by env, until it exits by
+// itself, and returns stdout, stderr and exit status.
+func runBinary(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	var stdout, stderr strings.Builder
 	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var ee *exec.ExitError

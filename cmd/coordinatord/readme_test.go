@@ -89,7 +89,7 @@ func TestREADMEAsANewUser(t *testing.T) {
 		t.Fatalf("build grpcurl (a tool dependency in go.mod): %v\n%s", err, out)
 	}
 
-	args := append(strings.Fields(quick[0]), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", t.TempDir())
+	args := append(strings.Fields(quick[0]), serverArgs(t.TempDir())...)
 	run := exec.Command(args[0], args[1:]...)
 	run.Dir = filepath.Join("..", "..")
 	p := startCommand(t, run, "")

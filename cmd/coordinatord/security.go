@@ -67,10 +67,8 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 	}
 	verifiesClients := s.clientAuth == groupcfg.ClientAuthRequested || s.clientAuth == groupcfg.ClientAuthRequired
 	if !s.tls {
-		for _, f := range []struct{ key, value string }{
-			{groupcfg.KeyTLSCertFile, s.files.cert}, {groupcfg.KeyTLSKeyFile, s.files.key}, {groupcfg.KeyTLSClientCAFile, s.files.clientCA},
-		} {
-			if f.value != "" {
+		for _, f := range s.files.list() {
+			if f.name != "" {
 				problems = append(problems, fmt.Sprintf("%s is set but %s=false, so gRPC would be served in plaintext: set %s=true, or remove %s",
 					f.key, groupcfg.KeyTLSEnabled, groupcfg.KeyTLSEnabled, f.key))
 			}

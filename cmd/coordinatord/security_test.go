@@ -22,14 +22,14 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordinatord/coordinatord/internal/testcert"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
 // startSecureProc is startProc for a server with TLS: its own client connection uses clientTLS.
 func startSecureProc(t *testing.T, dataDir string, clientTLS *tls.Config, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
-	p := launch(t, exec.Command(binPath, args...), dataDir)
+	p := launch(t, exec.Command(binPath, serverArgs(dataDir, extra...)...), dataDir)
 	p.connect(dialTLS(t, p.grpcAddr, clientTLS))
 	return p
 }
@@ -59,17 +59,17 @@ func waitForLog(t *testing.T, p *proc, re *regexp.Regexp) {
 // securityFixture is a CA, a server certificate on disk and the flags that use them.
 type securityFixture struct {
 	dir                    string
-	ca                     *testCA
+	ca                     *testcert.CA
 	certFile, keyFile, cas string
 }
 
 func newSecurityFixture(t *testing.T) *securityFixture {
 	t.Helper()
 	dir := t.TempDir()
-	fx := &securityFixture{dir: dir, ca: newTestCA(t, "coordinatord test CA"),
+	fx := &securityFixture{dir: dir, ca: testcert.NewCA(t, "coordinatord test CA"),
 		certFile: filepath.Join(dir, "server.pem"), keyFile: filepath.Join(dir, "server-key.pem")}
-	fx.cas = fx.ca.writeCAFile(t, dir, "clients-ca.pem")
-	writeKeyPair(t, fx.ca.issue(t, pkix.Name{CommonName: "coordinatord", Organization: []string{"Acme"}}, true), fx.certFile, fx.keyFile)
+	fx.cas = writeCAFile(t, fx.ca, dir, "clients-ca.pem")
+	writeKeyPair(t, fx.ca.Issue(t, pkix.Name{CommonName: "coordinatord", Organization: []string{"Acme"}}, true), fx.certFile, fx.keyFile)
 	return fx
 }
 
@@ -77,9 +77,9 @@ func newSecurityFixture(t *testing.T) *securityFixture {
 // nil).
 func (fx *securityFixture) clientTLS(t *testing.T, subject *pkix.Name) *tls.Config {
 	t.Helper()
-	cfg := &tls.Config{RootCAs: fx.ca.pool, ServerName: "localhost"}
+	cfg := &tls.Config{RootCAs: fx.ca.Pool, ServerName: "localhost"}
 	if subject != nil {
-		cfg.Certificates = []tls.Certificate{fx.ca.issue(t, *subject, false)}
+		cfg.Certificates = []tls.Certificate{fx.ca.Issue(t, *subject, false)}
 	}
 	return cfg
 }
@@ -189,11 +189,11 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 	})
 
 	t.Run("refused connections", func(t *testing.T) {
-		stranger := newTestCA(t, "another CA")
+		stranger := testcert.NewCA(t, "another CA")
 		for name, cfg := range map[string]*tls.Config{
 			"no client certificate": fx.clientTLS(t, nil),
-			"certificate of another CA": {RootCAs: fx.ca.pool, ServerName: "localhost",
-				Certificates: []tls.Certificate{stranger.issue(t, *brokerSubject(), false)}},
+			"certificate of another CA": {RootCAs: fx.ca.Pool, ServerName: "localhost",
+				Certificates: []tls.Certificate{stranger.Issue(t, *brokerSubject(), false)}},
 			"plaintext": nil,
 		} {
 			t.Run(name, func(t *testing.T) {
@@ -241,7 +241,7 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 	})
 
 	t.Run("metrics port over TLS", func(t *testing.T) {
-		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: fx.ca.pool, ServerName: "localhost"}}}
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: fx.ca.Pool, ServerName: "localhost"}}}
 		code, body := httpGet(t, client, "https://"+p.metricsAddr+"/metrics")
 		if code != http.StatusOK || !strings.Contains(body, "sharecoord_tls_certificate_not_after_seconds") {
 			t.Fatalf("GET /metrics over TLS: %d\n%.500s", code, body)
@@ -257,13 +257,13 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 
 	t.Run("certificate rotation without restart", func(t *testing.T) {
 		pid := p.cmd.Process.Pid
-		rotated := fx.ca.issue(t, pkix.Name{CommonName: "coordinatord-rotated", Organization: []string{"Acme"}}, true)
+		rotated := fx.ca.Issue(t, pkix.Name{CommonName: "coordinatord-rotated", Organization: []string{"Acme"}}, true)
 		writeKeyPair(t, rotated, fx.certFile, fx.keyFile)
 		if got := servedSerial(t, p.grpcAddr, fx.clientTLS(t, brokerSubject())); got != rotated.Leaf.SerialNumber.String() {
 			t.Fatalf("served certificate serial %s after rotation, want %s", got, rotated.Leaf.SerialNumber)
 		}
 		// The metrics port serves it too, and gRPC works over a new connection.
-		metricsConn, err := tls.Dial("tcp", p.metricsAddr, &tls.Config{RootCAs: fx.ca.pool, ServerName: "localhost"})
+		metricsConn, err := tls.Dial("tcp", p.metricsAddr, &tls.Config{RootCAs: fx.ca.Pool, ServerName: "localhost"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +283,7 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 		waitForLog(t, p, regexp.MustCompile(`TLS reload failed`))
 
 		// SIGHUP re-reads the files too; the process keeps running.
-		again := fx.ca.issue(t, pkix.Name{CommonName: "coordinatord-hup"}, true)
+		again := fx.ca.Issue(t, pkix.Name{CommonName: "coordinatord-hup"}, true)
 		writeKeyPair(t, again, fx.certFile, fx.keyFile)
 		if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 			t.Fatal(err)
@@ -360,9 +360,9 @@ func TestTLSWithoutClientAuth(t *testing.T) {
 // load, stop start-up with exit status 2 and a line naming the keys and the fix.
 func TestSecurityConfigErrors(t *testing.T) {
 	fx := newSecurityFixture(t)
-	other := newTestCA(t, "other")
+	other := testcert.NewCA(t, "other")
 	mismatchedKey := filepath.Join(fx.dir, "other-key.pem")
-	writeKeyPair(t, other.issue(t, pkix.Name{CommonName: "x"}, true), filepath.Join(fx.dir, "other.pem"), mismatchedKey)
+	writeKeyPair(t, other.Issue(t, pkix.Name{CommonName: "x"}, true), filepath.Join(fx.dir, "other.pem"), mismatchedKey)
 	emptyCA := filepath.Join(fx.dir, "empty-ca.pem")
 	if err := os.WriteFile(emptyCA, []byte("no certificates here\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -406,16 +406,7 @@ func TestSecurityConfigErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, tc.args...)
-			stderr, code := runServer(t, nil, args...)
-			if code != exitBadConfig {
-				t.Fatalf("exit status %d, want %d\n%s", code, exitBadConfig, stderr)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(stderr, w) {
-					t.Errorf("stderr does not mention %q:\n%s", w, stderr)
-				}
-			}
+			wantBadConfig(t, t.TempDir(), nil, tc.args, tc.want...)
 		})
 	}
 }

@@ -22,6 +22,16 @@ type certFiles struct {
 	clientCA  string // CAs that sign client certificates; "" when clients are not verified
 }
 
+// keyedFile is one of the files with the key that names it.
+type keyedFile struct{ key, name string }
+
+// list returns the files with their keys, in fileStamps order; a name is "" when not set.
+func (f certFiles) list() [3]keyedFile {
+	return [3]keyedFile{
+		{groupcfg.KeyTLSCertFile, f.cert}, {groupcfg.KeyTLSKeyFile, f.key}, {groupcfg.KeyTLSClientCAFile, f.clientCA},
+	}
+}
+
 // tlsMaterial is one loaded version of the files: immutable once built.
 type tlsMaterial struct {
 	cert      tls.Certificate
@@ -86,9 +96,7 @@ func newCertStore(logger *zap.Logger, files certFiles, metrics *tlsMetrics) (*ce
 
 func (s *certStore) stat() (fileStamps, error) {
 	var st fileStamps
-	for i, f := range []struct{ key, name string }{
-		{groupcfg.KeyTLSCertFile, s.files.cert}, {groupcfg.KeyTLSKeyFile, s.files.key}, {groupcfg.KeyTLSClientCAFile, s.files.clientCA},
-	} {
+	for i, f := range s.files.list() {
 		if f.name == "" {
 			continue
 		}

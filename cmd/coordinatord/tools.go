@@ -126,8 +126,7 @@ func dumpLog(e env, path string) error {
 		err = dumpOne(path, nil)
 	} else {
 		for _, p := range partitions {
-			sp := p
-			if err = dumpOne(filepath.Join(path, logDirPrefix+strconv.Itoa(p)), &sp); err != nil {
+			if err = dumpOne(filepath.Join(path, logDirPrefix+strconv.Itoa(p)), &p); err != nil {
 				break
 			}
 		}
@@ -203,11 +202,13 @@ func newCheckConfigCommand(e env) *cobra.Command {
 	var src groupcfg.Sources
 	cmd := &cobra.Command{
 		Use:   "check-config",
-		Short: "Report every configuration problem a start would hit, without starting",
+		Short: "Report every broker-configuration problem a start would hit, without starting",
 		Long: "check-config resolves the broker configuration exactly as the server does (properties file,\n" +
-			"COORDINATORD_* environment, --override; same precedence) and prints every problem, one per\n" +
-			"line, naming the key, the value, the allowed range and the fix. Run it before an upgrade:\n" +
-			"share.coordinator.snapshot.update.records.per.snapshot must now be in [200, 1000].\n" +
+			"COORDINATORD_* environment, --override; same precedence), loads the TLS files it names, and\n" +
+			"prints every problem, one per line, naming the key, the value, the allowed range and the fix.\n" +
+			"Run it before an upgrade: share.coordinator.snapshot.update.records.per.snapshot must now be in\n" +
+			"[200, 1000]. It does not look at a data directory (the partition count recorded there, whether\n" +
+			"its file system supports state.log.sync=filesystem) nor at the server's other flags.\n" +
 			"Exit status 0 when the configuration would start, 2 otherwise.",
 		Args: args(cobra.NoArgs),
 		RunE: func(_ *cobra.Command, _ []string) error {

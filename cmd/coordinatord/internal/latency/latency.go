@@ -81,8 +81,8 @@ func (s Summary) String() string {
 		s.Count, Format(s.P50), Format(s.P90), Format(s.P99), Format(s.P999), Format(s.Max))
 }
 
-// Format renders d with three significant digits in µs below one millisecond, ms below one
-// second, and s above ("87.3µs", "1.25ms", "2.01s").
+// Format renders d in µs with one decimal below one millisecond, and with three significant
+// digits in ms below one second and in s above ("87.3µs", "1.25ms", "2.01s").
 func Format(d time.Duration) string {
 	switch {
 	case d < time.Millisecond:

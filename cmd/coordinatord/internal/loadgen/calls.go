@@ -10,6 +10,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -104,14 +105,14 @@ type writeCaller struct {
 
 func (c *writeCaller) call(ctx context.Context) string {
 	key := int((c.set.turn.Add(1) - 1) % uint64(len(c.set.next)))
-	span := int64(len(c.part.StateBatches) * offsetsPerBatch)
+	span := int64(len(c.part.StateBatches) * workload.OffsetsPerBatch)
 	base := c.set.next[key].Add(span) - span
 	c.part.Partition = int32(key)
 	c.part.StartOffset = base
 	*c.part.DeliveryCompleteCount = int32(span / 2)
 	for i, b := range c.part.StateBatches {
-		b.FirstOffset = base + int64(i*offsetsPerBatch)
-		b.LastOffset = b.FirstOffset + offsetsPerBatch - 1
+		b.FirstOffset = base + int64(i*workload.OffsetsPerBatch)
+		b.LastOffset = b.FirstOffset + workload.OffsetsPerBatch - 1
 		b.DeliveryState = 2 + 2*int32(i%2) // acknowledged, archived, ...: neighbours do not merge
 	}
 	resp, err := c.client.WriteShareGroupState(ctx, c.req)

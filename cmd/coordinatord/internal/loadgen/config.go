@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
 	"github.com/coordinatord/coordinatord/internal/shard"
 )
 
@@ -32,11 +33,8 @@ func ParseKind(s string) (Kind, error) {
 }
 
 // DefaultTopicID is the topic id of the written share partitions unless Config.TopicID says
-// otherwise.
-const DefaultTopicID = "P6hfZFcXRWKz_CyWP2avpg"
-
-// offsetsPerBatch is the number of record offsets each written state batch covers.
-const offsetsPerBatch = 10
+// otherwise: the in-process benchmarks' workload.DefaultTopic.
+var DefaultTopicID = workload.DefaultTopic.String()
 
 // Config describes a run.
 type Config struct {

@@ -7,6 +7,6 @@
 // (DATA_DIR/__share_group_state-<p>/), written through real shards with the server's defaults,
 // by a deterministic workload (share partitions of one group routed to state partitions with the
 // server's hash, each written round-robin) until the logs hold the requested bytes. Measure then
-// drops the page cache, reads every segment file sequentially to obtain the floor, drops the
-// cache again and times the restart.
+// reads every segment file sequentially to obtain the floor and times the restart, dropping the
+// page cache before each of the two when asked to, so that both read the disk.
 package restart

@@ -50,11 +50,6 @@ func (s Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
-// fixedLimit is a Provider answering the same limit for every group.
-type fixedLimit int
-
-func (f fixedLimit) SnapshotUpdateRecordsPerSnapshot(string) int { return int(f) }
-
 // brokerDefaults are the server's broker-level defaults for a given number of partitions.
 func brokerDefaults(partitions int) (groupcfg.Broker, error) {
 	st, err := groupcfg.LoadStatic(groupcfg.Sources{Overrides: []string{
@@ -66,18 +61,23 @@ func brokerDefaults(partitions int) (groupcfg.Broker, error) {
 	return st.Broker(), nil
 }
 
-// shardOptions are the options the server gives partition p.
-func shardOptions(dataDir string, p int, b groupcfg.Broker) shard.Options {
-	return shard.Options{
-		Partition: p,
-		DataDir:   dataDir,
-		Log: statelog.Options{
-			SegmentBytes:    int64(b.SegmentBytes()),
-			ReadBufferBytes: b.LoadBufferSize(),
-		},
-		AppendLingerMs: b.AppendLingerMs(),
-		WriteTimeout:   time.Minute,
+// openShards opens spec's state partitions in dataDir with the log options the server gives
+// them; they load in the background.
+func openShards(logger *zap.Logger, dataDir string, spec Spec, b groupcfg.Broker) []*shard.Shard {
+	shards := make([]*shard.Shard, spec.Partitions)
+	for p := range shards {
+		shards[p] = shard.Open(logger, workload.FixedLimit(spec.Limit), shard.Options{
+			Partition: p,
+			DataDir:   dataDir,
+			Log: statelog.Options{
+				SegmentBytes:    int64(b.SegmentBytes()),
+				ReadBufferBytes: b.LoadBufferSize(),
+			},
+			AppendLingerMs: b.AppendLingerMs(),
+			WriteTimeout:   time.Minute,
+		})
 	}
+	return shards
 }
 
 // Generated tells whether dataDir holds logs generated for spec.
@@ -112,10 +112,7 @@ func Generate(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return 0, err
 	}
-	shards := make([]*shard.Shard, spec.Partitions)
-	for p := range shards {
-		shards[p] = shard.Open(logger, fixedLimit(spec.Limit), shardOptions(dataDir, p, b))
-	}
+	shards := openShards(logger, dataDir, spec, b)
 	defer closeAll(shards)
 	for _, s := range shards {
 		if err := s.WaitLoaded(ctx); err != nil {
@@ -206,10 +203,8 @@ wait:
 func closeAll(shards []*shard.Shard) error {
 	var errs []error
 	for _, s := range shards {
-		if s != nil {
-			if err := s.Close(); err != nil {
-				errs = append(errs, err)
-			}
+		if err := s.Close(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
-	"github.com/coordinatord/coordinatord/internal/shard"
 )
 
 // readBufferBytes is the buffer of the sequential-read floor.
@@ -97,10 +96,7 @@ func Measure(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec,
 	}
 
 	began := time.Now()
-	shards := make([]*shard.Shard, partitions)
-	for p := range shards {
-		shards[p] = shard.Open(logger, fixedLimit(spec.Limit), shardOptions(dataDir, p, b))
-	}
+	shards := openShards(logger, dataDir, spec, b)
 	errs := make([]error, partitions)
 	var wg sync.WaitGroup
 	for p, s := range shards {

@@ -13,17 +13,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
 // sampleEvery is the period of the end-offset samples that date the log's offsets.
 const sampleEvery = 10 * time.Millisecond
-
-// fixedLimit is a Provider answering the same limit for every group.
-type fixedLimit int
-
-func (f fixedLimit) SnapshotUpdateRecordsPerSnapshot(string) int { return int(f) }
 
 // Row is the outcome of one run: one limit, cold-partition snapshots off or on.
 type Row struct {
@@ -137,7 +133,7 @@ func runOne(ctx context.Context, logger *zap.Logger, cfg Config, limit int, cold
 	if cold {
 		opts.ColdSnapshotInterval = cfg.ColdInterval
 	}
-	s := shard.Open(logger, fixedLimit(limit), opts)
+	s := shard.Open(logger, workload.FixedLimit(limit), opts)
 	closed := false
 	defer func() {
 		if !closed {
@@ -247,7 +243,7 @@ func prune(logger *zap.Logger, dir string, cfg Config, lro int64, ok bool) (int6
 func replay(ctx context.Context, logger *zap.Logger, opts shard.Options, limit int) (float64, int64, error) {
 	opts.ColdSnapshotInterval = 0
 	began := time.Now()
-	s := shard.Open(logger, fixedLimit(limit), opts)
+	s := shard.Open(logger, workload.FixedLimit(limit), opts)
 	err := s.WaitLoaded(ctx)
 	took := time.Since(began).Seconds()
 	keys := s.Stats().Keys

@@ -1,0 +1,122 @@
+// Package testcert makes up certificate authorities and certificates for tests: a CA per test,
+// server certificates for 127.0.0.1 and localhost, client certificates for any subject, and
+// their PEM encodings. Every key is a new ECDSA P-256 key; every certificate is valid from an
+// hour ago for a day.
+package testcert
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+)
+
+// CA is a certificate authority made up for one test.
+type CA struct {
+	Cert *x509.Certificate
+	Pool *x509.CertPool // holds Cert only: what a peer trusting the CA uses
+	key  *ecdsa.PrivateKey
+}
+
+// NewCA returns a self-signed CA whose common name is name.
+func NewCA(t testing.TB, name string) *CA {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	setValidity(tmpl)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &CA{Cert: cert, Pool: pool, key: key}
+}
+
+// Issue returns a certificate for subject signed by ca: a server certificate for 127.0.0.1 and
+// localhost, or a client certificate.
+func (ca *CA) Issue(t testing.TB, subject pkix.Name, server bool) tls.Certificate {
+	t.Helper()
+	tmpl := &x509.Certificate{Subject: subject, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		tmpl.DNSNames = []string{"localhost"}
+	}
+	return ca.sign(t, tmpl)
+}
+
+// IssueRaw returns a client certificate whose subject is the DER-encoded rawSubject as it is.
+func (ca *CA) IssueRaw(t testing.TB, rawSubject []byte) tls.Certificate {
+	t.Helper()
+	return ca.sign(t, &x509.Certificate{RawSubject: rawSubject, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+}
+
+// sign completes tmpl (serial, validity, key usage, a new key) and signs it with ca.
+func (ca *CA) sign(t testing.TB, tmpl *x509.Certificate) tls.Certificate {
+	t.Helper()
+	key := newKey(t)
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.SerialNumber = serial
+	setValidity(tmpl)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+}
+
+// CertPEM returns the CA certificate as PEM.
+func (ca *CA) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})
+}
+
+// KeyPairPEM returns cert's certificate and its private key (PKCS #8) as PEM.
+func KeyPairPEM(t testing.TB, cert tls.Certificate) (certPEM, keyPEM []byte) {
+	t.Helper()
+	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func setValidity(tmpl *x509.Certificate) {
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+}
