@@ -1,4 +1,5 @@
-# coordinatord — developer targets. `make test` is the whole test suite (what CI runs).
+# coordinatord — developer targets. `make test` is the Go test suite of the main module (CI runs it,
+# then `make deploy-check` and the Prometheus end-to-end check for deploy/, its own module).
 GO        ?= go
 PKGS      ?= ./...
 FUZZTIME  ?= 30s
@@ -109,10 +110,10 @@ bench-restart: build
 	bin/coordinatord bench restart --data-dir $(BENCH_DIR)/restart --drop-caches --runs 3
 
 ## bench-load: durable writes vs the health-check baseline against a server on 127.0.0.1:7070
-## (start one first: bin/coordinatord serve --data-dir $(BENCH_DIR)/serve).
+## (start one first: bin/coordinatord serve --data-dir $(BENCH_DIR)/serve --log-level warn).
 bench-load: build
-	bin/coordinatord bench load --target 127.0.0.1:7070 --concurrency 64 --connections 4 --duration 20s --warmup 5s
-	bin/coordinatord bench load --target 127.0.0.1:7070 --concurrency 1 --connections 1 --duration 20s --warmup 5s \
+	bin/coordinatord bench load --target 127.0.0.1:7070 --concurrency 64 --connections 4 --keys 1000 --batches-per-write 2 --duration 10s --warmup 3s
+	bin/coordinatord bench load --target 127.0.0.1:7070 --concurrency 1 --connections 1 --keys 1000 --batches-per-write 2 --duration 10s --warmup 3s \
 	  --fsync-dir $(BENCH_DIR)/serve
 
 # ---- reliability (docs/reliability.md) ----
@@ -121,11 +122,12 @@ bench-load: build
 CRASH_ROUNDS ?= 20
 
 ## crashtest: the crash suite alone: the real binary killed (SIGKILL) and stopped (SIGTERM) at random
-## moments under a concurrent workload, CRASH_ROUNDS rounds each, every key checked after each restart.
+## moments under a concurrent workload, CRASH_ROUNDS rounds per signal and state.log.sync mode, every
+## key checked after each restart.
 crashtest:
 	$(GO) test -count=1 -v -timeout 30m -run '^TestCrashRecovery$$' ./cmd/coordinatord -crash.rounds=$(CRASH_ROUNDS)
 
-## soak: the crash suite for 500 rounds per signal.
+## soak: the crash suite for 500 rounds per signal and state.log.sync mode.
 soak:
 	$(GO) test -count=1 -v -timeout 4h -run '^TestCrashRecovery$$' ./cmd/coordinatord -crash.rounds=500
 

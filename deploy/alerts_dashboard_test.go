@@ -69,15 +69,7 @@ func TestAlertProblems(t *testing.T) {
 			r := good.DeepCopy()
 			tt.mutate(r)
 			problems := alertProblems(promspec.RulesFile{Groups: []monitoringv1.RuleGroup{{Name: "g", Rules: []monitoringv1.Rule{*r}}}}, anchors)
-			if tt.want == "" {
-				if len(problems) != 0 {
-					t.Fatalf("problems %v, want none", problems)
-				}
-				return
-			}
-			if len(problems) == 0 || !strings.Contains(problems[0].Error(), tt.want) {
-				t.Fatalf("problems %v, want one containing %q", problems, tt.want)
-			}
+			checkProblems(t, problems, tt.want)
 		})
 	}
 }
@@ -168,17 +160,23 @@ func TestDashboardProblems(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := promspec.Dashboard{UID: "u", Title: "t", Panels: tt.panels}
 			d.Templating.List = []promspec.Variable{{Name: "job", Type: "custom"}}
-			problems := dashboardProblems(d)
-			if tt.want == "" {
-				if len(problems) != 0 {
-					t.Fatalf("problems %v, want none", problems)
-				}
-				return
-			}
-			if len(problems) == 0 || !strings.Contains(problems[0].Error(), tt.want) {
-				t.Fatalf("problems %v, want one containing %q", problems, tt.want)
-			}
+			checkProblems(t, dashboardProblems(d), tt.want)
 		})
+	}
+}
+
+// checkProblems fails t unless problems is empty when want is "", or its first problem contains
+// want otherwise.
+func checkProblems(t *testing.T, problems []error, want string) {
+	t.Helper()
+	if want == "" {
+		if len(problems) != 0 {
+			t.Fatalf("problems %v, want none", problems)
+		}
+		return
+	}
+	if len(problems) == 0 || !strings.Contains(problems[0].Error(), want) {
+		t.Fatalf("problems %v, want one containing %q", problems, want)
 	}
 }
 

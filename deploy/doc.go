@@ -4,7 +4,7 @@
 //   - ../Dockerfile and ../.dockerignore (dockerfile_test.go parses them with BuildKit's parser
 //     and linter);
 //   - base/ (kustomize base), overlays/example/ (an example overlay) and monitoring/ (a kustomize
-//     component: ServiceMonitor, PrometheusRule, Grafana dashboard), which kustomize_test.go
+//     component: ServiceMonitor, PrometheusRule, Grafana dashboard), which render_test.go
 //     renders in-process and decodes strictly into the Kubernetes and prometheus-operator types;
 //   - monitoring/alerts.yaml, the alerting rules, from which monitoring/prometheusrule.yaml is
 //     generated (go generate) and whose promtool unit tests are monitoring/alerts_test.yaml.

@@ -51,28 +51,12 @@ func checkNamespace(m *manifests) error {
 		return fmt.Errorf("%d Namespaces, want 1", len(m.namespaces))
 	}
 	ns := m.namespaces[0].Name
-	var names []string
-	for _, s := range m.statefulSets {
-		names = append(names, s.Namespace)
-	}
-	for _, s := range m.services {
-		names = append(names, s.Namespace)
-	}
-	for _, c := range m.configMaps {
-		names = append(names, c.Namespace)
-	}
-	for _, b := range m.budgets {
-		names = append(names, b.Namespace)
-	}
-	for _, s := range m.serviceMonitors {
-		names = append(names, s.Namespace)
-	}
-	for _, r := range m.rules {
-		names = append(names, r.Namespace)
-	}
-	for _, n := range names {
-		if n != ns {
-			return fmt.Errorf("object in namespace %q, want %q", n, ns)
+	for _, obj := range m.objects {
+		if _, isNamespace := obj.(*corev1.Namespace); isNamespace {
+			continue
+		}
+		if n := obj.GetNamespace(); n != ns {
+			return fmt.Errorf("%T %s in namespace %q, want %q", obj, obj.GetName(), n, ns)
 		}
 	}
 	return nil

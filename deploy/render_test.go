@@ -28,6 +28,7 @@ type manifests struct {
 	budgets         []*policyv1.PodDisruptionBudget
 	serviceMonitors []*monitoringv1.ServiceMonitor
 	rules           []*monitoringv1.PrometheusRule
+	objects         []metav1.Object // every object above, in rendering order
 }
 
 // newStrictDecoder decodes YAML or JSON manifests of the kinds the deployment may contain,
@@ -91,6 +92,7 @@ func (m *manifests) add(obj runtime.Object) error {
 	default:
 		return fmt.Errorf("unexpected object %T", obj)
 	}
+	m.objects = append(m.objects, obj.(metav1.Object))
 	return nil
 }
 
@@ -133,8 +135,9 @@ func coordinatordContainer(sts *appsv1.StatefulSet) (*corev1.Container, error) {
 // commandLine holds the flags of a coordinatord command line.
 type commandLine map[string][]string
 
-// parseCommandLine reads --name=value and --name value flags (every coordinatord server flag
-// takes a value); anything else is an error.
+// parseCommandLine reads --name=value and --name value flags; anything else is an error. A
+// boolean flag must be written --name=true (a bare --enable-pprof would take the next argument
+// as its value).
 func parseCommandLine(args []string) (commandLine, error) {
 	flags := commandLine{}
 	for i := 0; i < len(args); i++ {
