@@ -108,12 +108,12 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	for i, s := range shards {
 		parts[i] = s
 	}
-	state := service.NewStateServer(logger.Named("state"), parts, service.StateOptions{
+	state := service.NewStateServer(parts, service.StateOptions{
 		NodeID: f.nodeID, Host: host, Port: port,
 		MaxPartitionsPerRequest: broker.MaxPartitionsPerRequest(),
 		Metrics:                 service.NewMetrics(reg),
 	})
-	srv := service.NewServer(logger, state, service.NewConfigServer(logger.Named("config"), cfg), service.ServerOptions{
+	srv := service.NewServer(logger, state, service.NewConfigServer(cfg), service.ServerOptions{
 		Registerer:           reg,
 		MaxRecvMsgBytes:      broker.GRPCMaxRecvMessageBytes(),
 		MaxConcurrentStreams: uint32(broker.GRPCMaxConcurrentStreams()),

@@ -20,7 +20,7 @@ import (
 )
 
 // logDirPrefix names a state partition's log directory inside the data directory.
-const logDirPrefix = "__share_group_state-"
+const logDirPrefix = shard.LogDirPrefix
 
 // args wraps a positional-argument check so its failures count as usage errors (exit 2).
 func args(check cobra.PositionalArgs) cobra.PositionalArgs {
@@ -126,7 +126,7 @@ func dumpLog(e env, path string) error {
 		err = dumpOne(path, nil)
 	} else {
 		for _, p := range partitions {
-			if err = dumpOne(filepath.Join(path, logDirPrefix+strconv.Itoa(p)), &p); err != nil {
+			if err = dumpOne(shard.LogDir(path, p), &p); err != nil {
 				break
 			}
 		}

@@ -3,8 +3,6 @@ package service
 import (
 	"context"
 
-	"go.uber.org/zap"
-
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
@@ -20,16 +18,12 @@ type ConfigStore interface {
 type ConfigServer struct {
 	pb.UnimplementedConfigServiceServer
 
-	logger *zap.Logger
-	store  ConfigStore
+	store ConfigStore
 }
 
 // NewConfigServer returns a ConfigServer on store.
-func NewConfigServer(logger *zap.Logger, store ConfigStore) *ConfigServer {
-	if logger == nil {
-		logger = zap.NewNop()
-	}
-	return &ConfigServer{logger: logger, store: store}
+func NewConfigServer(store ConfigStore) *ConfigServer {
+	return &ConfigServer{store: store}
 }
 
 // IncrementalAlterConfigs implements the IncrementalAlterConfigs RPC. The store logs every change

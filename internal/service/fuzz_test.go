@@ -157,7 +157,7 @@ func newFuzzTarget(tb testing.TB) *fuzzTarget {
 		ft.shards = append(ft.shards, s)
 		parts[p] = s
 	}
-	ft.state = NewStateServer(nil, parts, StateOptions{NodeID: 1, Host: "h", Port: 1, MaxPartitionsPerRequest: 64})
+	ft.state = NewStateServer(parts, StateOptions{NodeID: 1, Host: "h", Port: 1, MaxPartitionsPerRequest: 64})
 	tb.Cleanup(func() {
 		for _, s := range ft.shards {
 			_ = s.Close()

@@ -80,12 +80,12 @@ func startServer(t *testing.T, o testOptions) *testServer {
 		parts = o.wrap(parts)
 	}
 	svcMetrics := NewMetrics(reg)
-	state := NewStateServer(logger, parts, StateOptions{
+	state := NewStateServer(parts, StateOptions{
 		NodeID: 1, Host: "127.0.0.1", Port: 7070,
 		MaxPartitionsPerRequest: b.MaxPartitionsPerRequest(),
 		Metrics:                 svcMetrics,
 	})
-	srv := NewServer(logger, state, NewConfigServer(logger, cfg), ServerOptions{Registerer: reg, MaxRecvMsgBytes: b.GRPCMaxRecvMessageBytes()})
+	srv := NewServer(logger, state, NewConfigServer(cfg), ServerOptions{Registerer: reg, MaxRecvMsgBytes: b.GRPCMaxRecvMessageBytes()})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

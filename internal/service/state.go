@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -41,20 +40,16 @@ type StateOptions struct {
 type StateServer struct {
 	pb.UnimplementedShareCoordinatorServiceServer
 
-	logger     *zap.Logger
 	partitions []Partition
 	opts       StateOptions
 }
 
 // NewStateServer returns a StateServer routing keys over partitions, which must not be empty.
-func NewStateServer(logger *zap.Logger, partitions []Partition, opts StateOptions) *StateServer {
-	if logger == nil {
-		logger = zap.NewNop()
-	}
+func NewStateServer(partitions []Partition, opts StateOptions) *StateServer {
 	if len(partitions) == 0 {
 		panic("service: NewStateServer needs at least one partition")
 	}
-	return &StateServer{logger: logger, partitions: partitions, opts: opts}
+	return &StateServer{partitions: partitions, opts: opts}
 }
 
 // route returns the partition that owns key.

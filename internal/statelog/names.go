@@ -34,3 +34,10 @@ func parseSegmentName(name string) (base int64, id uint64, ok bool) {
 	}
 	return int64(b), i, true
 }
+
+// IsSegmentFile reports whether name (a file name, without directory) is that of a segment of a
+// log, for tools that read a log's files directly (backups, read-bandwidth probes).
+func IsSegmentFile(name string) bool {
+	_, _, ok := parseSegmentName(name)
+	return ok
+}

@@ -49,8 +49,8 @@ func startServer(t *testing.T, serving bool, wrap func([]service.Partition) []se
 	if wrap != nil {
 		parts = wrap(parts)
 	}
-	state := service.NewStateServer(logger, parts, service.StateOptions{NodeID: 1, Host: "127.0.0.1", Port: 1})
-	srv := service.NewServer(logger, state, service.NewConfigServer(logger, cfg), service.ServerOptions{})
+	state := service.NewStateServer(parts, service.StateOptions{NodeID: 1, Host: "127.0.0.1", Port: 1})
+	srv := service.NewServer(logger, state, service.NewConfigServer(cfg), service.ServerOptions{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

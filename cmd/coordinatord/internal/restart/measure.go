@@ -8,13 +8,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
+	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
 // readBufferBytes is the buffer of the sequential-read floor.
@@ -43,14 +44,14 @@ func (r Result) Ratio() float64 { return r.Restart.Seconds() / r.Read.Seconds() 
 func segmentFiles(dataDir string, partitions int) ([]string, error) {
 	var paths []string
 	for p := 0; p < partitions; p++ {
-		dir := filepath.Join(dataDir, fmt.Sprintf("__share_group_state-%d", p))
+		dir := shard.LogDir(dataDir, p)
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return nil, err
 		}
 		var segs []string
 		for _, e := range entries {
-			if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".seg") {
+			if e.Type().IsRegular() && statelog.IsSegmentFile(e.Name()) {
 				segs = append(segs, filepath.Join(dir, e.Name()))
 			}
 		}

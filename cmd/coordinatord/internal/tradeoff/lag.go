@@ -6,16 +6,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
-
-// segmentSuffix ends the names of a statelog's segment files.
-const segmentSuffix = ".seg"
 
 // LagStats is the pruning-lag distribution of the records superseded during a measurement (see
 // the package documentation), weighted by record.
@@ -74,7 +70,7 @@ func analyzeLog(logger *zap.Logger, dir string, from, to, until int64, tl *timel
 	}
 	var paths []string
 	for _, e := range entries {
-		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), segmentSuffix) {
+		if e.Type().IsRegular() && statelog.IsSegmentFile(e.Name()) {
 			paths = append(paths, filepath.Join(dir, e.Name()))
 		}
 	}

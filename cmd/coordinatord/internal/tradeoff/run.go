@@ -192,7 +192,7 @@ func runOne(ctx context.Context, logger *zap.Logger, cfg Config, limit int, cold
 	}
 	closed = true
 	lro, hasLRO := s.LastRedundantOffset()
-	logDir := filepath.Join(dir, "__share_group_state-0")
+	logDir := shard.LogDir(dir, 0)
 	lag, analyzed, err := analyzeLog(logger, logDir, before.LogEndOffset, after.LogEndOffset, observed, tl)
 	if err != nil {
 		return row, err

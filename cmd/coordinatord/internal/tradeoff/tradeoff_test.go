@@ -240,7 +240,7 @@ func TestAnalyzeLogMatchesReference(t *testing.T) {
 		var bases []int64
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), segmentSuffix) {
+			if statelog.IsSegmentFile(e.Name()) {
 				first := true
 				if err := statelog.Scan(nil, filepath.Join(dir, e.Name()), statelog.Options{}, func(off int64, _ []byte) error {
 					if first {
