@@ -142,6 +142,25 @@ func (s *Shard) closeLog() error {
 	return nil
 }
 
+// cutToDurableEnd is the reload after a failed commit for a shard that is closing: it reopens the
+// log truncated to the durable end the failed log had, reading its records without applying
+// them, so that the unacknowledged batch (written, perhaps only to the page cache) is not found
+// by whoever opens the log next. shutdown then closes it.
+func (s *Shard) cutToDurableEnd() {
+	end := s.log.EndOffset()
+	s.closeLog()
+	l, err := s.loadLog(&end, func(int64, []byte) error { return nil })
+	if err != nil {
+		s.logger.Error("closing after a failed commit: could not cut the state log back to its durable end; "+
+			"the unacknowledged batch may be found when the log is next opened", zap.Int64("durable_end", end), zap.Error(err))
+		return
+	}
+	s.mu.Lock()
+	s.log = l
+	s.mu.Unlock()
+	s.logger.Warn("closing after a failed commit: cut the state log back to its durable end", zap.Int64("durable_end", end))
+}
+
 // waitFailed answers queued operations while Failed, until the backoff elapses (true) or the shard
 // is closed (false). A negative wait never elapses.
 func (s *Shard) waitFailed(wait time.Duration) bool {
@@ -208,6 +227,7 @@ func (s *Shard) serve() bool {
 					break
 				}
 				if !s.commitOps(o, true) {
+					s.cutToDurableEnd()
 					break // shutdown answers what is left
 				}
 			}
