@@ -232,14 +232,15 @@ func newCheckConfigCommand(e env) *cobra.Command {
 // checkConfig returns, one line each, every problem the server's start would refuse: the broker
 // configuration's, then how the security keys fit together and whether their files load.
 func checkConfig(src groupcfg.Sources) []string {
-	var out []string
-	for _, p := range groupcfg.CheckStatic(src) {
-		out = append(out, p.String())
-	}
-	if len(out) > 0 {
+	static, err := groupcfg.LoadStatic(src)
+	var se *groupcfg.StaticError
+	if errors.As(err, &se) {
+		out := make([]string, len(se.Problems))
+		for i, p := range se.Problems {
+			out[i] = p.String()
+		}
 		return out // the security checks read values that are not valid yet
 	}
-	static, err := groupcfg.LoadStatic(src)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -249,7 +250,7 @@ func checkConfig(src groupcfg.Sources) []string {
 			problems = append(problems, err.Error())
 		}
 	}
-	return append(out, problems...)
+	return problems
 }
 
 func newRepairLogCommand(e env) *cobra.Command {
