@@ -1,6 +1,6 @@
 // Package shard is Kafka's share coordinator shard for one state partition of coordinatord: the
 // share-state machine (spec §6–§14 of the Kafka share-coordinator reference) on top of one
-// statelog.Log, run by a single goroutine with a syncer beside it.
+// statelog.Log, run by a single goroutine.
 //
 // # Operations
 //
@@ -19,29 +19,24 @@
 // Operations wait in a bounded queue. The shard goroutine takes one, then drains more according to
 // AppendLingerMs (-1: whatever is already queued; 0: none; >0: keep collecting up to that long),
 // capped by MaxBatchRecords and MaxBatchBytes. It applies them in order against the current state
-// (later operations see earlier ones' effects, as Kafka's uncommitted timeline state) and writes all
-// their records as one statelog batch (records past the caps, which one operation such as the
-// cold-snapshot job can produce, go in further batches). It then hands the batch's operations to
-// the shard's syncer goroutine and goes on with the next batch: the syncer makes the log durable
-// past the batch (one fsync, or one sync of the SyncGroup, covers every batch written before it
-// began) and only then answers the operations, in order, including reads and summaries, which
-// therefore never return state that is not durable. Writing the next batch while the previous one
-// syncs lets the batches that queue behind a sync share the next one instead of waiting for two.
-// A batch that wrote nothing is answered at once when everything written is durable already.
+// (later operations see earlier ones' effects, as Kafka's uncommitted timeline state), appends all
+// their records as one statelog batch (one fsync; records past the caps, which one operation such
+// as the cold-snapshot job can produce, go in further batches), and only then answers every
+// operation of the batch, including reads and summaries, which therefore never return state that
+// is not durable.
 //
-// If a write or a sync fails, every operation not yet durable gets COORDINATOR_NOT_AVAILABLE, and
-// the shard drops its state, closes and reopens its log truncated to its durable end (so that no
-// unacknowledged batch can reappear) and replays it before serving again; meanwhile operations get
-// COORDINATOR_LOAD_IN_PROGRESS. A load that fails leaves the shard Failed
-// (COORDINATOR_NOT_AVAILABLE with the cause) and is retried with exponential backoff (RetryBackoff
-// up to MaxRetryBackoff), except after log corruption, which needs an operator's repair, and after
-// a failed file-system sync of a SyncGroup, which needs a restart of the process. An operation whose commit takes longer than WriteTimeout answers
+// If the append fails, every operation of the batch gets COORDINATOR_NOT_AVAILABLE, and the shard
+// drops its state, closes and reopens its log (recovery truncates the unacknowledged tail) and
+// replays it before serving again; meanwhile operations get COORDINATOR_LOAD_IN_PROGRESS. A load
+// that fails leaves the shard Failed (COORDINATOR_NOT_AVAILABLE with the cause) and is retried
+// with exponential backoff (RetryBackoff up to MaxRetryBackoff), except after log corruption, which
+// needs an operator's repair, and after a failed file-system sync of a SyncGroup, which needs a
+// restart of the process. An operation whose commit takes longer than WriteTimeout answers
 // COORDINATOR_NOT_AVAILABLE; its records stay applied, as in Kafka.
 //
 // The prune job (spec §13) and the cold-partition snapshot job (spec §14) run on the shard goroutine
 // between batches every PruneInterval and ColdSnapshotInterval, and on demand through Prune and
-// SnapshotColdPartitions. Pruning first waits until every record written is durable, so that the
-// records that make the pruned ones redundant survive a crash.
+// SnapshotColdPartitions.
 //
 // # Record format
 //

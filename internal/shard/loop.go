@@ -3,7 +3,6 @@ package shard
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -52,10 +51,10 @@ func (s *Shard) run() {
 		if s.serve() {
 			return
 		}
-		// A write or sync failed: batches may be on disk (even only in the page cache, their
+		// A commit failed: the batch may be on disk (even only in the page cache, its
 		// write-back failed) without having been acknowledged. The reload cuts the log back to
-		// where it was last durable, so that they can never reappear.
-		end := s.log.DurableOffset()
+		// where it was last durable, so that the batch can never reappear.
+		end := s.log.EndOffset()
 		s.durableEnd = &end
 		if s.metrics != nil {
 			s.metrics.reloads.Inc()
@@ -148,7 +147,7 @@ func (s *Shard) closeLog() error {
 // them, so that the unacknowledged batch (written, perhaps only to the page cache) is not found
 // by whoever opens the log next. shutdown then closes it.
 func (s *Shard) cutToDurableEnd() {
-	end := s.log.DurableOffset()
+	end := s.log.EndOffset()
 	s.closeLog()
 	l, err := s.loadLog(&end, func(int64, []byte) error { return nil })
 	if err != nil {
@@ -191,24 +190,20 @@ func (s *Shard) shutdown() {
 	s.setStatus(Closed, s.closeLog(), 0)
 }
 
-// serve applies operations until the shard is closed (true) or a write or sync failed (false:
-// reload), with a syncer answering what it writes. The prune and cold-snapshot jobs run on this
-// goroutine between batches and are rescheduled once they finish, as Kafka's timers are.
+// serve applies operations until the shard is closed (true) or a commit failed (false: reload).
+// The prune and cold-snapshot jobs run on this goroutine between batches and are rescheduled once
+// they finish, as Kafka's timers are.
 func (s *Shard) serve() bool {
 	pruneT := newJobTimer(s.opts.PruneInterval)
 	coldT := newJobTimer(s.opts.ColdSnapshotInterval)
 	defer pruneT.stop()
 	defer coldT.stop()
-	s.sync = startSyncer(s.logger, s.log, s.opts.QueueSize)
-	defer s.stopSyncer()
 	for {
 		select {
 		case o := <-s.ops:
 			if !s.commitOps(o, false) {
 				return false
 			}
-		case <-s.sync.failed:
-			return false
 		case <-pruneT.c():
 			if _, err := s.prune(); err != nil {
 				s.logger.Warn("prune failed", zap.Error(err))
@@ -222,8 +217,7 @@ func (s *Shard) serve() bool {
 			s.jobFinished(opCold)
 			coldT.reset()
 		case <-s.drain:
-			ok := true
-			for ok { // on a failure shutdown answers what is left
+			for {
 				var o *op
 				select {
 				case o = <-s.ops:
@@ -232,10 +226,10 @@ func (s *Shard) serve() bool {
 				if o == nil {
 					break
 				}
-				ok = s.commitOps(o, true)
-			}
-			if s.stopSyncer() || !ok {
-				s.cutToDurableEnd()
+				if !s.commitOps(o, true) {
+					s.cutToDurableEnd()
+					break // shutdown answers what is left
+				}
 			}
 			s.shutdown()
 			return true
@@ -431,15 +425,11 @@ func (s *Shard) runCold(o *op) bool {
 	return s.flush()
 }
 
-// prune moves the log-start offset to the last redundant offset (spec §13.2), once every record
-// written is durable: the records that make the pruned ones redundant must survive a crash.
+// prune moves the log-start offset to the last redundant offset (spec §13.2).
 func (s *Shard) prune() (int64, error) {
 	v, ok := s.m.offsets.lastRedundant()
 	if !ok || v == s.lastPruned {
 		return s.log.StartOffset(), nil
-	}
-	if !s.waitDurable() {
-		return s.log.StartOffset(), fmt.Errorf("prune state log %s: a sync failed, so the records written are not durable", s.dir)
 	}
 	if err := s.log.SetStartOffset(v); err != nil {
 		return s.log.StartOffset(), fmt.Errorf("prune state log %s to offset %d: %w", s.dir, v, err)
@@ -453,11 +443,9 @@ func (s *Shard) prune() (int64, error) {
 	return s.log.StartOffset(), nil
 }
 
-// flush writes the batch's records and hands its operations to the syncer, which answers them
-// once the records are durable; when the batch wrote nothing and everything written is durable
-// already, it answers them itself. On a write failure every operation of the batch gets
-// COORDINATOR_NOT_AVAILABLE and false is returned: the in-memory state may be ahead of the log
-// and must be reloaded.
+// flush appends the batch's records and answers its operations. On an append failure every
+// operation of the batch gets COORDINATOR_NOT_AVAILABLE and false is returned: the in-memory state
+// may be ahead of the log and must be reloaded.
 func (s *Shard) flush() bool {
 	if s.pend.len() > 0 {
 		if err := s.appendPending(); err != nil {
@@ -472,42 +460,15 @@ func (s *Shard) flush() bool {
 		}
 	}
 	s.publish()
-	if end := s.log.EndOffset(); s.log.DurableOffset() < end {
-		s.sync.q <- handover{ops: slices.Clone(s.batch), end: end}
-	} else {
-		for _, o := range s.batch {
-			close(o.done)
-		}
+	for _, o := range s.batch {
+		close(o.done)
 	}
 	s.batch = s.batch[:0]
 	return true
 }
 
-// waitDurable waits until every record written is durable; false if a sync failed first.
-func (s *Shard) waitDurable() bool {
-	end := s.log.EndOffset()
-	if s.log.DurableOffset() >= end {
-		return true
-	}
-	b := make(chan struct{})
-	s.sync.q <- handover{end: end, barrier: b}
-	<-b
-	return s.log.DurableOffset() >= end
-}
-
-// stopSyncer stops the syncer once it has answered everything handed over; it reports whether
-// a sync failed.
-func (s *Shard) stopSyncer() (failed bool) {
-	if s.sync == nil {
-		return false
-	}
-	failed = s.sync.stop()
-	s.sync = nil
-	return failed
-}
-
-// appendPending writes s.pend in chunks bounded by the batch caps (one frame per chunk) and
-// records the metrics of what was written.
+// appendPending appends s.pend in chunks bounded by the batch caps (one fsync per chunk) and
+// records the metrics of what became durable.
 func (s *Shard) appendPending() error {
 	n := s.pend.len()
 	for i := 0; i < n; {
@@ -520,7 +481,7 @@ func (s *Shard) appendPending() error {
 		for k := i; k < j; k++ {
 			s.records = append(s.records, s.pend.record(k))
 		}
-		first, err := s.log.Write(s.records)
+		first, err := s.log.Append(s.records)
 		if err != nil {
 			return fmt.Errorf("append %d records at offset %d: %w", j-i, s.pend.first+int64(i), err)
 		}

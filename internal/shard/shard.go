@@ -71,15 +71,12 @@ type RecordCounts struct {
 	Tombstones int64
 }
 
-// stateLog is what the shard needs of a statelog.Log (a seam for tests). The shard goroutine
-// writes; its syncer goroutine syncs (statelog's owner and syncer).
+// stateLog is what the shard needs of a statelog.Log (a seam for tests).
 type stateLog interface {
-	Write(records [][]byte) (int64, error)
-	Sync() error
+	Append(records [][]byte) (int64, error)
 	Replay(from int64, fn func(offset int64, record []byte) error) error
 	StartOffset() int64
 	EndOffset() int64
-	DurableOffset() int64
 	Size() int64
 	SetStartOffset(off int64) error
 	Close() error
@@ -93,9 +90,7 @@ type logLoader func(truncateAfter *int64, fn func(offset int64, record []byte) e
 
 // Shard is Kafka's share coordinator shard for one state partition: the share-state machine plus
 // its log, run by a single goroutine that applies operations in arrival order and group-commits
-// their records. A second goroutine, the syncer, makes each written batch durable and only then
-// answers its operations, so that the shard goroutine writes the next batch while the previous
-// one syncs. All methods are safe for concurrent use.
+// their records. All methods are safe for concurrent use.
 type Shard struct {
 	logger  *zap.Logger
 	opts    Options
@@ -123,10 +118,9 @@ type Shard struct {
 	lastPruned int64
 	carry      *op           // a control operation met while collecting a batch
 	jobDone    chan<- opKind // tests: told after each timer-driven job
-	// durableEnd, when not nil, is the durable end of a log whose write or sync failed; loads
-	// truncate the log to it until one succeeds.
+	// durableEnd, when not nil, is the end offset after the last successful append of a log
+	// whose append failed; loads truncate the log to it until one succeeds.
 	durableEnd *int64
-	sync       *syncer // makes written batches durable and answers them; runs while serving
 
 	// Mirrors for Stats and LastRedundantOffset, updated after each commit.
 	keys       atomic.Int64

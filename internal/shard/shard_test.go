@@ -19,16 +19,16 @@ import (
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
-// gatedLog wraps a real log so tests can hold writes or replays.
+// gatedLog wraps a real log so tests can hold appends or replays and count appends.
 type gatedLog struct {
 	stateLog
 	mu         sync.Mutex
-	appendGate chan struct{} // when set, Write waits for it to be closed
+	appendGate chan struct{} // when set, Append waits for it to be closed
 	replayGate chan struct{}
-	appendHeld chan struct{} // receives when a Write starts waiting at the gate
+	appendHeld chan struct{} // receives when an Append starts waiting at the gate
 }
 
-func (g *gatedLog) Write(records [][]byte) (int64, error) {
+func (g *gatedLog) Append(records [][]byte) (int64, error) {
 	g.mu.Lock()
 	gate, held := g.appendGate, g.appendHeld
 	g.mu.Unlock()
@@ -38,11 +38,11 @@ func (g *gatedLog) Write(records [][]byte) (int64, error) {
 		}
 		<-gate
 	}
-	return g.stateLog.Write(records)
+	return g.stateLog.Append(records)
 }
 
-// holdAppends makes every Write wait until release is called; held, when not nil, receives as
-// each Write starts waiting.
+// holdAppends makes every Append wait until release is called; held, when not nil, receives as
+// each Append starts waiting.
 func (g *gatedLog) holdAppends(held chan struct{}) (release func()) {
 	gate := make(chan struct{})
 	g.mu.Lock()
@@ -143,18 +143,6 @@ func waitQueued(t *testing.T, s *Shard, n int) {
 	for len(s.ops) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d of %d operations queued", len(s.ops), n)
-		}
-		runtime.Gosched()
-	}
-}
-
-// waitFor spins until cond holds, failing the test after 10 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
 		}
 		runtime.Gosched()
 	}

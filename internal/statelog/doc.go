@@ -7,9 +7,7 @@
 //   - Append writes a batch of records as one frame with one write call and returns after an
 //     fdatasync (or, for a log in a SyncGroup, after a file-system sync that started after the
 //     write): an acknowledged batch survives any crash. A batch is atomic: recovery finds all
-//     of it or none of it. Append is Write then Sync; a caller may also pipeline them, writing
-//     the next batches while another goroutine syncs the earlier ones, and acknowledge a batch
-//     once DurableOffset has passed it.
+//     of it or none of it.
 //   - Open verifies every checksum of the live log. A torn tail of the newest segment (what an
 //     interrupted append leaves) is truncated and reported; any other damage fails Open with a
 //     *CorruptionError naming the file and byte offset. Nothing acknowledged is dropped
@@ -26,9 +24,8 @@
 //     because after a failed fsync the kernel may already have dropped the dirty pages. The
 //     batch of a failed append may still be readable from the page cache and be lost later
 //     (its pages were never written back); reopening with Options.TruncateAfter set to the
-//     failed log's DurableOffset removes it, and every batch written after it, for good. A
-//     failed sync of a SyncGroup fails every log of the group until the process restarts
-//     (ErrSyncFailed).
+//     failed log's EndOffset, its durable end, removes it for good. A failed sync of a
+//     SyncGroup fails every log of the group until the process restarts (ErrSyncFailed).
 //
 // # Directory
 //

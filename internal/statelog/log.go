@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -13,10 +12,8 @@ import (
 
 // Log is a segmented, checksummed, append-only log of opaque records in one directory.
 //
-// Concurrency: Append, Write, SetStartOffset, Replay and Close are called from one goroutine
-// (the owner). Sync may be called from one other goroutine (a syncer) while the owner writes,
-// but not after Close has begun. StartOffset, EndOffset, DurableOffset and Size are safe from
-// any goroutine.
+// Concurrency: Append, SetStartOffset, Replay and Close are called from one goroutine (the
+// owner). StartOffset, EndOffset and Size are safe from any goroutine.
 type Log struct {
 	logger *zap.Logger
 	dir    string
@@ -25,25 +22,17 @@ type Log struct {
 	m      logMetrics
 	lock   io.Closer
 
-	// Owner-goroutine state. active is also read by Sync, under syncMu.
+	// Owner-goroutine state.
 	segments []segment // in offset order; the last is the active segment
 	active   File      // the active segment, open for writing
-	activeAt string    // path of the active segment
 	nextID   uint64    // id of the next segment
 	buf      []byte    // frame assembly buffer, reused across appends
+	failed   error     // first write-side failure; sticky
 	closed   bool
 
-	// syncMu serializes Sync with the owner's changes of the active file (roll, Close).
-	syncMu sync.Mutex
-
-	failMu sync.Mutex
-	failed error // first write-side failure; sticky
-
-	start   atomic.Int64
-	end     atomic.Int64  // offset of the next record written
-	durable atomic.Int64  // end of the durable prefix: ≤ end
-	round   atomic.Uint64 // SyncGroup round that makes every record written durable
-	size    atomic.Int64
+	start atomic.Int64
+	end   atomic.Int64
+	size  atomic.Int64
 }
 
 // createSegment creates a segment whose first record will have offset base, and makes it
@@ -89,8 +78,6 @@ func (l *Log) syncDir() error {
 
 // fail makes err sticky and returns it wrapped in ErrFailed.
 func (l *Log) fail(err error) error {
-	l.failMu.Lock()
-	defer l.failMu.Unlock()
 	if l.failed == nil {
 		l.failed = err
 		if errors.Is(err, ErrSyncFailed) {
@@ -108,22 +95,15 @@ func (l *Log) usable() error {
 	if l.closed {
 		return ErrClosed
 	}
-	return l.failure()
-}
-
-// failure returns the sticky failure wrapped in ErrFailed, or nil; a failed sync group fails
-// the log first.
-func (l *Log) failure() error {
-	l.failMu.Lock()
-	failed := l.failed
-	l.failMu.Unlock()
-	if failed == nil {
+	if l.failed == nil {
 		if err := l.opts.SyncGroup.Err(); err != nil {
 			return l.fail(err)
 		}
-		return nil
 	}
-	return fmt.Errorf("%w: %w", ErrFailed, failed)
+	if l.failed != nil {
+		return fmt.Errorf("%w: %w", ErrFailed, l.failed)
+	}
+	return nil
 }
 
 // publish updates the gauges from the current state.
@@ -137,22 +117,16 @@ func (l *Log) StartOffset() int64 { return l.start.Load() }
 // EndOffset returns the offset the next appended record will get.
 func (l *Log) EndOffset() int64 { return l.end.Load() }
 
-// DurableOffset returns the end of the durable prefix of the log: every record below it has
-// been synced. It equals EndOffset except while records written by Write await a Sync.
-func (l *Log) DurableOffset() int64 { return l.durable.Load() }
-
 // Size returns the bytes of all segment files.
 func (l *Log) Size() int64 { return l.size.Load() }
 
-// Close closes the log's files and releases its directory lock. It does not sync: records
-// written by Write and not yet synced are not durable (every acknowledged append is). It is
-// idempotent; after it every other owner method returns ErrClosed. Stop calling Sync first.
+// Close closes the log's files and releases its directory lock. Every acknowledged append is
+// already durable, so Close does not sync. It is idempotent; after it every other owner method
+// returns ErrClosed.
 func (l *Log) Close() error {
 	if l.closed {
 		return nil
 	}
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
 	l.closed = true
 	if err := l.closeFiles(); err != nil {
 		return err

@@ -53,11 +53,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, part),
 		appendedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sharecoord_state_log_appended_bytes_total",
-			Help: "Bytes written to the state log, framing included (durable once synced).",
+			Help: "Bytes written to the state log by durable appends, framing included.",
 		}, part),
 		appendedRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sharecoord_state_log_appended_records_total",
-			Help: "Records written to the state log (durable once synced).",
+			Help: "Records made durable in the state log.",
 		}, part),
 		tornTails: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sharecoord_state_log_torn_tail_truncations_total",
@@ -146,20 +146,17 @@ func (lm logMetrics) bounds(start, end, size int64, segments int) {
 	lm.segments.Set(float64(segments))
 }
 
-// appended counts a written batch.
-func (lm logMetrics) appended(records, bytes int) {
+// appended counts a durable append; fsyncSeconds < 0 means the append did not sync on its own
+// (a SyncGroup observes its shared syncs).
+func (lm logMetrics) appended(records, bytes int, fsyncSeconds float64) {
 	if !lm.enabled() {
 		return
 	}
+	if fsyncSeconds >= 0 {
+		lm.fsyncDuration.Observe(fsyncSeconds)
+	}
 	lm.appendedRecords.Add(float64(records))
 	lm.appendedBytes.Add(float64(bytes))
-}
-
-// synced records one fdatasync of the log's own (a SyncGroup records its shared syncs).
-func (lm logMetrics) synced(seconds float64) {
-	if lm.enabled() {
-		lm.fsyncDuration.Observe(seconds)
-	}
 }
 
 func (lm logMetrics) tornTail() {

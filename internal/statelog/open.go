@@ -190,21 +190,20 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 	l.segments = st.segments
 	l.start.Store(st.start)
 	l.end.Store(st.end)
-	l.durable.Store(st.end)
 
 	if len(l.segments) == 0 {
 		seg, f, err := l.createSegment(st.start)
 		if err != nil {
 			return err
 		}
-		l.segments, l.active, l.activeAt = []segment{seg}, f, seg.path
+		l.segments, l.active = []segment{seg}, f
 	} else {
 		newest := &l.segments[len(l.segments)-1]
 		f, err := l.fs.OpenReadWrite(newest.path)
 		if err != nil {
 			return fmt.Errorf("statelog: open %s: %w", newest.path, err)
 		}
-		l.active, l.activeAt = f, newest.path
+		l.active = f
 		if t := st.torn; t != nil {
 			if err := l.truncateTornTail(t); err != nil {
 				return err

@@ -45,14 +45,14 @@ type Options struct {
 
 	// TruncateAfter, when not nil, is an end offset that recovery (Open, Load) truncates the
 	// log to: every record at an offset ≥ *TruncateAfter is removed from disk before the log
-	// is used, without being read. A caller reopening a log after a failed Write, Sync or Append
-	// passes the durable end the failed log had (its DurableOffset: the end after the last
-	// successful sync), so that a batch whose write or sync failed, or that was written and
-	// never synced, is never found again, even if its bytes are still in the page cache. Frames below it must all verify (they were synced): damage
+	// is used, without being read. A caller reopening a log after a failed Append passes the
+	// durable end the failed log had (its EndOffset: the end after the last successful sync),
+	// so that a batch whose write or sync failed is never found again, even if its bytes are
+	// still in the page cache. Frames below it must all verify (they were synced): damage
 	// there, or a log that ends before it, is a *CorruptionError. It must lie at a frame
 	// boundary and at or above the log-start offset; Repair and Scan ignore it.
 	TruncateAfter *int64
-	// SyncGroup, when set, makes Sync and Append durable with the group's shared file-system sync
+	// SyncGroup, when set, makes Append durable with the group's shared file-system sync
 	// instead of an fdatasync of the segment (see SyncGroup). Every log of a group must live
 	// on the group's file system; Open and Load refuse a log elsewhere, and a log whose group
 	// has failed.

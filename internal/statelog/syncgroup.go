@@ -17,9 +17,7 @@ import (
 // Options.SyncGroup.
 //
 // Group commit across logs: an Append writes its frame, then waits in the group for a sync
-// that started after its write returned. A log that writes now and syncs later (Write, then
-// Sync from its syncer) notes at each write the first round to start after it, and its Sync
-// waits only for that round, which may already be running. One goroutine at a time runs the sync; every caller
+// that started after its write returned. One goroutine at a time runs the sync; every caller
 // that arrives while it runs waits for the next round, which one of them then runs for all of
 // them. A round costs about as much as one fdatasync, however many logs it covers.
 //
@@ -85,27 +83,7 @@ func (g *SyncGroup) Sync() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	// The round that starts after this call: the next one to start.
-	return g.syncThroughLocked(g.started + 1)
-}
-
-// nextRound returns the first round that starts after the call: a write that returned before
-// the call is durable once that round has finished (see syncThrough).
-func (g *SyncGroup) nextRound() uint64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.started + 1
-}
-
-// syncThrough returns once round (from nextRound) has finished, running rounds as Sync does. A
-// log that took round after a write and syncs later needs no round that started after the
-// Sync: one already running when it comes may cover the write.
-func (g *SyncGroup) syncThrough(round uint64) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.syncThroughLocked(round)
-}
-
-func (g *SyncGroup) syncThroughLocked(target uint64) error {
+	target := g.started + 1
 	for {
 		switch {
 		case g.failed != nil && target >= g.failedAt:

@@ -186,54 +186,6 @@ func TestSyncGroupWaiterGetsALaterRound(t *testing.T) {
 	}
 }
 
-// A log written before a round began is made durable by that round, even when its Sync comes
-// while the round already runs: Write takes the round, Sync waits only for it. (Sync alone, not
-// knowing when the write returned, would wait for the round after.)
-func TestSyncGroupLogSyncsWithTheRoundAfterItsWrite(t *testing.T) {
-	s := newFakeSyncer(true)
-	g := newFakeGroup(t, s)
-	mem := syncerFS{FS: faultfs.NewCrashFS(), s: s}
-	l := mustOpen(t, "/data/p0", Options{FS: mem, SyncGroup: g})
-
-	a := syncAsync(g) // round 1 runs
-	<-s.entered
-	if _, err := l.Write(fixedBatch(1, 2, 10)); err != nil { // during round 1: round 2 covers it
-		t.Fatal(err)
-	}
-	b := syncAsync(g) // waits for round 2
-	waitWaiting(t, g, 1)
-	s.release <- struct{}{}
-	if err := <-a; err != nil {
-		t.Fatal(err)
-	}
-	if r := <-s.entered; r != 2 {
-		t.Fatalf("round %d entered, want 2", r)
-	}
-	done := make(chan error, 1)
-	go func() { done <- l.Sync() }() // round 2 runs: it started after the write
-	waitWaiting(t, g, 1)
-	noResult(t, done, "the log's Sync")
-	s.release <- struct{}{}
-	if err := <-b; err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case r := <-s.entered:
-		close(s.release)
-		t.Fatalf("round %d ran for the log's Sync, want none after round 2", r)
-	}
-	if started, _ := s.counts(); started != 2 {
-		t.Fatalf("%d rounds, want 2: the log's Sync needed no round of its own", started)
-	}
-	if l.DurableOffset() != 2 {
-		t.Fatalf("durable offset %d, want 2", l.DurableOffset())
-	}
-}
-
 // The invariant under contention: when Sync returns, a round that started after the call has
 // finished.
 func TestSyncGroupRoundStartsAfterTheCall(t *testing.T) {

@@ -193,7 +193,7 @@ func TestTruncateAfterFailedAppend(t *testing.T) {
 					t.Fatalf("Append = %v, want ErrFailed", err)
 				}
 				fsys.SetInjector(nil)
-				durableEnd := l.DurableOffset()
+				durableEnd := l.EndOffset()
 				if err := l.Close(); err != nil {
 					t.Fatal(err)
 				}
