@@ -95,8 +95,9 @@ func dumpBatches(in []shard.StateBatch) []dumpBatch {
 	return out
 }
 
-// dumpLog prints every record under path. Records that do not decode are printed with an error
-// and make the command fail at the end; log corruption stops it at once.
+// dumpLog prints every record under path, reading each log once. Records that do not decode are
+// printed with an error and make the command fail at the end; log corruption stops it there,
+// after the records before the damage.
 func dumpLog(e env, path string) error {
 	logger, err := newLogger(e.stderr, "warn")
 	if err != nil {

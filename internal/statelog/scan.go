@@ -12,9 +12,11 @@ import (
 // and takes no lock) and calls fn for every record, in offset order, for dump-log. For a
 // directory these are the records Open and Replay(StartOffset()) would yield: segments below
 // the log-start offset and records below it are skipped. A single file is read from its first
-// record. A torn tail of the newest segment (or of the single file) ends the scan and is
-// logged; corruption elsewhere → *CorruptionError. record aliases an internal buffer and is
-// valid only until fn returns; a non-nil error from fn stops the scan and is returned.
+// record. Like Load it reads the log once, handing over each frame's records as soon as the
+// frame verified: a torn tail of the newest segment (or of the single file) ends the scan and
+// is logged; corruption elsewhere stops it there with a *CorruptionError, after the records
+// before the damage went to fn. record aliases an internal buffer and is valid only until fn
+// returns; a non-nil error from fn stops the scan and is returned.
 func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, record []byte) error) error {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -23,43 +25,41 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 	if err != nil {
 		return err
 	}
-	var segs []segment
-	var start, end int64
 	var torn *tornTail
-	if _, err := opts.FS.ReadDir(path); err == nil {
-		st, err := newInspector(path, opts).inspect()
-		if err != nil {
-			return err
+	if _, err = opts.FS.ReadDir(path); err == nil {
+		in := newInspector(path, opts)
+		in.deliver = fn
+		var st *dirState
+		if st, err = in.inspect(); err == nil {
+			if st.remnant != nil {
+				logger.Warn("skipped segment left by an interrupted roll", zap.String("segment", st.remnant.path))
+			}
+			torn = st.torn
 		}
-		if st.remnant != nil {
-			logger.Warn("skipping segment left by an interrupted roll", zap.String("segment", st.remnant.path))
-		}
-		segs, start, end, torn = st.segments, st.start, st.end, st.torn
 	} else if errors.Is(err, syscall.ENOTDIR) {
-		seg, segEnd, t, err := scanSegmentFile(path, opts)
-		if err != nil {
-			return err
-		}
-		segs, start, end, torn = []segment{seg}, seg.base, segEnd, t
+		torn, err = scanSegmentFile(path, opts, fn)
 	} else {
 		return fmt.Errorf("statelog: scan %s: %w", path, err)
 	}
-	if torn != nil {
-		logger.Warn("scan ends at the torn tail of the newest segment",
-			zap.String("segment", torn.seg.path), zap.Int64("at_byte", torn.at),
-			zap.Int64("ignored_bytes", torn.size-torn.at), zap.String("reason", torn.reason))
-	}
-	err = replaySegments(opts.FS, segs, start, end, make([]byte, opts.ReadBufferBytes), opts.MaxRecordBytes, fn)
 	var cb callbackError
 	if errors.As(err, &cb) {
 		return cb.err
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if torn != nil {
+		logger.Warn("scan ended at the torn tail of the newest segment",
+			zap.String("segment", torn.seg.path), zap.Int64("at_byte", torn.at),
+			zap.Int64("ignored_bytes", torn.size-torn.at), zap.String("reason", torn.reason))
+	}
+	return nil
 }
 
 // scanSegmentFile verifies a lone segment file, taking its id and base offset from its header,
-// and returns it with its end offset and any torn tail.
-func scanSegmentFile(path string, opts Options) (segment, int64, *tornTail, error) {
+// and hands its records to deliver as its frames verify (deliver's errors come back as
+// callbackError); it returns any torn tail.
+func scanSegmentFile(path string, opts Options, deliver func(int64, []byte) error) (*tornTail, error) {
 	in := newInspector("", opts)
 	seg := segment{path: path}
 	err := withFile(opts.FS, path, func(f File, size int64) error {
@@ -68,11 +68,9 @@ func scanSegmentFile(path string, opts Options) (segment, int64, *tornTail, erro
 		return err
 	})
 	if err != nil {
-		return segment{}, 0, nil, err
+		return nil, err
 	}
-	end, torn, _, err := in.verifySegment(&seg, seg.base, true, -1)
-	if err != nil {
-		return segment{}, 0, nil, err
-	}
-	return seg, end, torn, nil
+	in.deliver, in.from = deliver, seg.base
+	_, torn, _, err := in.verifySegment(&seg, seg.base, true, -1)
+	return torn, err
 }

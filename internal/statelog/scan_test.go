@@ -85,6 +85,16 @@ func TestScan(t *testing.T) {
 			t.Fatalf("Scan = %v after %d records, want stop after 4", err, n)
 		}
 	})
+	t.Run("corruption stops the scan after the records before it", func(t *testing.T) {
+		d := copyDir(t, dir)
+		p := filepath.Join(d, filepath.Base(segs[1]))
+		editFile(t, p, func(b []byte) []byte { b[framePos(1)+frameHeaderSize+3] ^= 1; return b })
+		got, err := scanAll(t, d, opts)
+		if ce := asCorruption(t, err); ce.Segment != p || ce.Offset != framePos(1) {
+			t.Fatalf("corruption in %s at byte %d, want %s at %d", ce.Segment, ce.Offset, p, framePos(1))
+		}
+		checkRecords(t, got, want(model[:recordsBefore(1, 1)], 0))
+	})
 	t.Run("missing path", func(t *testing.T) {
 		if _, err := scanAll(t, filepath.Join(dir, "nope"), opts); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("Scan of a missing path = %v, want ErrNotExist", err)
