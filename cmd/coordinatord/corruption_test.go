@@ -249,7 +249,7 @@ func TestCorruptedSegment(t *testing.T) {
 	digest := dirDigest(t, victimDir)
 	out, stderr, exit := runTool(t, "repair-log", victimDir)
 	if exit != exitFailure || !atByte.MatchString(out) || !strings.Contains(out, "--yes") ||
-		!strings.Contains(out, "delete 2 later segment(s)") {
+		!strings.Contains(out, "a repair would truncate "+damaged) || strings.Count(out, "a repair would delete ") != 2 {
 		t.Fatalf("repair-log without --yes: exit %d, want the corruption point and the 2 later segments a repair would delete\n%s\n%s", exit, out, stderr)
 	}
 	if dirDigest(t, victimDir) != digest {

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +17,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
 )
 
 // logDirPrefix names a state partition's log directory inside the data directory.
@@ -282,23 +283,18 @@ func repairLog(e env, dir string, yes bool) error {
 		return usageError{fmt.Errorf("%s is not a partition log directory", dir)}
 	}
 	if !yes {
-		err := statelog.Scan(logger, dir, statelog.Options{}, func(int64, []byte) error { return nil })
-		var ce *statelog.CorruptionError
-		switch {
-		case errors.As(err, &ce):
-			fmt.Fprintf(e.stdout, "corruption: %v\n", ce)
-			fmt.Fprintf(e.stdout, "a repair would truncate %s at byte %d", ce.Segment, ce.Offset)
-			if later := laterSegments(ce.Segment); len(later) > 0 {
-				fmt.Fprintf(e.stdout, " and delete %d later segment(s): %s", len(later), strings.Join(later, ", "))
-			}
-			fmt.Fprintln(e.stdout, "; every record from there on would be lost")
-			fmt.Fprintln(e.stdout, "run again with --yes to repair (take a copy of the directory first)")
-			return &exitError{code: exitFailure, err: errors.New("log is corrupted; nothing changed")}
-		case err != nil:
-			return err
+		// The repair itself, run over an overlay that keeps its changes in memory.
+		report, err := statelog.Repair(nil, dir, statelog.Options{FS: vfs.Overlay(vfs.OS())})
+		if err != nil {
+			return fmt.Errorf("check %s: %w", dir, err)
 		}
-		fmt.Fprintf(e.stdout, "no corruption found in %s; nothing to repair\n", dir)
-		return nil
+		if len(report.Corruptions) == 0 && !report.StartOffsetReset {
+			fmt.Fprintf(e.stdout, "no corruption found in %s; nothing to repair\n", dir)
+			return nil
+		}
+		printRepair(e.stdout, report, true)
+		fmt.Fprintln(e.stdout, "run again with --yes to repair (take a copy of the directory first)")
+		return &exitError{code: exitFailure, err: errors.New("log is corrupted; nothing changed")}
 	}
 	report, err := statelog.Repair(logger.WithOptions(zap.IncreaseLevel(zap.InfoLevel)), dir, statelog.Options{})
 	if err != nil {
@@ -308,36 +304,35 @@ func repairLog(e env, dir string, yes bool) error {
 		fmt.Fprintf(e.stdout, "no corruption found in %s; nothing changed\n", dir)
 		return nil
 	}
-	for _, c := range report.Corruptions {
-		fmt.Fprintf(e.stdout, "corruption: %v\n", c)
-	}
-	if report.TruncatedSegment != "" {
-		fmt.Fprintf(e.stdout, "truncated %s to %d bytes\n", report.TruncatedSegment, report.TruncatedAt)
-	}
-	for _, s := range report.DeletedSegments {
-		fmt.Fprintf(e.stdout, "deleted segment %s\n", s)
-	}
-	if report.DroppedBytes > 0 {
-		fmt.Fprintf(e.stdout, "dropped %d bytes: every record from offset %d on is gone\n", report.DroppedBytes, report.DroppedFromOffset)
-	}
-	if report.StartOffsetReset {
-		fmt.Fprintf(e.stdout, "log-start offset reset from %d to %d\n", report.OldStartOffset, report.NewStartOffset)
-	}
+	printRepair(e.stdout, report, false)
 	return nil
 }
 
-// laterSegments lists the segment files of segment's directory that sort after it (segment names
-// are fixed-width and sort in log order).
-func laterSegments(segment string) []string {
-	entries, err := os.ReadDir(filepath.Dir(segment))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, en := range entries {
-		if name := en.Name(); filepath.Ext(name) == filepath.Ext(segment) && name > filepath.Base(segment) {
-			out = append(out, name)
+// printRepair prints what a repair did or, for a dry run, would do.
+func printRepair(w io.Writer, r statelog.RepairReport, dryRun bool) {
+	say := func(did, would string) string {
+		if dryRun {
+			return "a repair would " + would
 		}
+		return did
 	}
-	return out
+	for _, c := range r.Corruptions {
+		fmt.Fprintf(w, "corruption: %v\n", c)
+	}
+	if r.TruncatedSegment != "" {
+		fmt.Fprintf(w, "%s %s to %d bytes\n", say("truncated", "truncate"), r.TruncatedSegment, r.TruncatedAt)
+	}
+	for _, s := range r.DeletedSegments {
+		fmt.Fprintf(w, "%s %s\n", say("deleted", "delete"), s)
+	}
+	if r.DroppedBytes > 0 {
+		gone := "is gone"
+		if dryRun {
+			gone = "would be lost"
+		}
+		fmt.Fprintf(w, "%s %d bytes: every record from offset %d on %s\n", say("dropped", "drop"), r.DroppedBytes, r.DroppedFromOffset, gone)
+	}
+	if r.StartOffsetReset {
+		fmt.Fprintf(w, "%s the log-start offset from %d to %d\n", say("reset", "reset"), r.OldStartOffset, r.NewStartOffset)
+	}
 }
