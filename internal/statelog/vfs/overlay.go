@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -250,17 +251,13 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	}
 	f.d.mu.Lock()
 	defer f.d.mu.Unlock()
-	if off >= int64(len(f.d.data)) {
-		return 0, io.EOF
-	}
-	n := copy(p, f.d.data[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
+	return bytes.NewReader(f.d.data).ReadAt(p, off)
 }
 
 func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &fs.PathError{Op: "write", Path: f.name, Err: fs.ErrInvalid}
+	}
 	d, err := f.data()
 	if err != nil {
 		return 0, err
@@ -274,6 +271,9 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (f *memFile) Truncate(size int64) error {
+	if size < 0 {
+		return &fs.PathError{Op: "truncate", Path: f.name, Err: fs.ErrInvalid}
+	}
 	if f.memory() == nil {
 		cur, err := f.Size()
 		if err != nil {
