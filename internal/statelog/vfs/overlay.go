@@ -56,8 +56,10 @@ func (o *overlay) Create(name string) (File, error) {
 	if _, ok := o.mem[name]; ok {
 		return nil, &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist}
 	}
-	if ok, err := o.baseVisible(name); err != nil || ok {
-		return nil, errors.Join(err, &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist})
+	if ok, err := o.baseVisible(name); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist}
 	}
 	d := &memData{}
 	o.mem[name] = d
