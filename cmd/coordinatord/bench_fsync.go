@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ type fsyncFlags struct {
 	dir     string
 	samples int
 	bytes   int
+	idle    time.Duration
 }
 
 func (f *fsyncFlags) validate() error {
@@ -32,6 +34,9 @@ func (f *fsyncFlags) validate() error {
 	if f.bytes < 1 || f.bytes > 64<<20 {
 		errs = append(errs, fmt.Errorf("--bytes %d: want 1 to %d", f.bytes, 64<<20))
 	}
+	if f.idle < 0 || f.idle > time.Second {
+		errs = append(errs, fmt.Errorf("--idle %v: want 0 to 1s", f.idle))
+	}
 	return errors.Join(errs...)
 }
 
@@ -42,13 +47,15 @@ func newBenchFsyncCommand(e env) *cobra.Command {
 		Short: "Measure one small append + fdatasync on a directory's disk (the durable-write floor)",
 		Long: "fsync appends --bytes to a scratch file in --dir and calls fdatasync, --samples times, and prints\n" +
 			"the latency distribution of the fdatasync calls and of each write+fdatasync pair. Run it on the\n" +
-			"server's data directory: its p50 is the \"one fdatasync\" of the write-latency target.",
+			"server's data directory: its p50 is the \"one fdatasync\" of the write-latency target. With --idle\n" +
+			"it sleeps that long before each sample, so that the machine idles between syncs as it does\n" +
+			"between the calls of a server with one call in flight.",
 		Args: args(cobra.NoArgs),
 		RunE: func(_ *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
 				return badConfig(err)
 			}
-			res, err := diskprobe.SyncLatency(f.dir, f.samples, f.bytes)
+			res, err := diskprobe.SyncLatency(f.dir, f.samples, f.bytes, f.idle)
 			if err != nil {
 				return err
 			}
@@ -60,11 +67,16 @@ func newBenchFsyncCommand(e env) *cobra.Command {
 	fs.StringVar(&f.dir, "dir", "", "directory on the disk to measure (e.g. the server's --data-dir)")
 	fs.IntVar(&f.samples, "samples", 2000, "number of append+fdatasync pairs")
 	fs.IntVar(&f.bytes, "bytes", fsyncProbeBytes, "bytes appended before each fdatasync (about one write's frame)")
+	fs.DurationVar(&f.idle, "idle", 0, "sleep before each sample (0: back to back)")
 	return cmd
 }
 
 func printSyncResult(e env, r diskprobe.SyncResult) {
-	fmt.Fprintf(e.stdout, "fdatasync on %s: %d samples of a %d-byte append\n\n", r.Dir, r.Samples, r.Bytes)
+	fmt.Fprintf(e.stdout, "fdatasync on %s: %d samples of a %d-byte append", r.Dir, r.Samples, r.Bytes)
+	if r.Idle > 0 {
+		fmt.Fprintf(e.stdout, ", each after %v idle", r.Idle)
+	}
+	fmt.Fprint(e.stdout, "\n\n")
 	fmt.Fprintln(e.stdout, "| measured | p50 | p90 | p99 | p99.9 | max |")
 	fmt.Fprintln(e.stdout, "|---|---:|---:|---:|---:|---:|")
 	for _, row := range []struct {

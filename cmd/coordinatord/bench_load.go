@@ -127,7 +127,7 @@ func checkLoadTargets(e env, f *loadFlags, rep *loadgen.Report) error {
 	if f.fsyncDir == "" {
 		return nil
 	}
-	res, err := diskprobe.SyncLatency(f.fsyncDir, f.fsyncSamples, fsyncProbeBytes)
+	res, err := diskprobe.SyncLatency(f.fsyncDir, f.fsyncSamples, fsyncProbeBytes, 0)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ func TestBenchFlagValidation(t *testing.T) {
 		{"load bad output", []string{"bench", "load", "--output", "xml"}, []string{"--output \"xml\""}},
 		{"fsync without dir", []string{"bench", "fsync"}, []string{"--dir"}},
 		{"fsync no samples", []string{"bench", "fsync", "--dir", out, "--samples", "0"}, []string{"--samples 0"}},
+		{"fsync idle too long", []string{"bench", "fsync", "--dir", out, "--idle", "2s"}, []string{"--idle 2s"}},
 		{"restart without data dir", []string{"bench", "restart"}, []string{"--data-dir"}},
 		{"restart bad bytes", []string{"bench", "restart", "--data-dir", out, "--bytes", "-3"}, []string{"--bytes"}},
 		{"unknown bench", []string{"bench", "nope"}, []string{"nope"}},
@@ -114,14 +115,25 @@ func TestBenchSnapshotTradeoffSmoke(t *testing.T) {
 	}
 }
 
-// TestBenchFsyncSmoke measures a few syncs in a temporary directory.
+// TestBenchFsyncSmoke measures a few syncs in a temporary directory, back to back and idling.
 func TestBenchFsyncSmoke(t *testing.T) {
 	stdout, stderr, code := runBench(t, "bench", "fsync", "--dir", t.TempDir(), "--samples", "10")
 	if code != exitOK {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stdout, "| fdatasync |") || !strings.Contains(stdout, "10 samples") {
+	if !strings.Contains(stdout, "| fdatasync |") || !strings.Contains(stdout, "10 samples") || strings.Contains(stdout, "idle") {
 		t.Fatalf("stdout:\n%s", stdout)
+	}
+	began := time.Now()
+	stdout, stderr, code = runBench(t, "bench", "fsync", "--dir", t.TempDir(), "--samples", "5", "--idle", "20ms")
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stdout, "5 samples of a 256-byte append, each after 20ms idle") {
+		t.Fatalf("stdout:\n%s", stdout)
+	}
+	if took := time.Since(began); took < 100*time.Millisecond {
+		t.Fatalf("5 samples after 20ms idle each took %v", took)
 	}
 }
 

@@ -4,11 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestSyncLatency(t *testing.T) {
 	dir := t.TempDir()
-	res, err := SyncLatency(dir, 20, 128)
+	res, err := SyncLatency(dir, 20, 128, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,14 +33,16 @@ func TestSyncLatencyRejectsBadInput(t *testing.T) {
 		name    string
 		dir     string
 		n, size int
+		idle    time.Duration
 	}{
 		{name: "no samples", dir: t.TempDir(), n: 0, size: 10},
 		{name: "no bytes", dir: t.TempDir(), n: 1, size: 0},
 		{name: "missing directory", dir: filepath.Join(t.TempDir(), "absent"), n: 1, size: 10},
+		{name: "negative idle", dir: t.TempDir(), n: 1, size: 10, idle: -time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := SyncLatency(tc.dir, tc.n, tc.size); err == nil {
+			if _, err := SyncLatency(tc.dir, tc.n, tc.size, tc.idle); err == nil {
 				t.Fatal("want an error")
 			}
 		})

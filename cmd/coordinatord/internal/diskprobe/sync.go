@@ -15,7 +15,8 @@ import (
 type SyncResult struct {
 	Dir       string
 	Samples   int
-	Bytes     int // bytes written before each sync
+	Bytes     int           // bytes written before each sync
+	Idle      time.Duration // sleep before each sample
 	Sync      latency.Summary
 	WriteSync latency.Summary
 }
@@ -23,10 +24,12 @@ type SyncResult struct {
 // SyncLatency creates a scratch file in dir, then n times appends size bytes and calls
 // fdatasync(2) (fsync where fdatasync does not exist), timing the sync alone and the pair. The
 // file grows like a log's active segment, so each sync also persists the new file size, as a
-// log append's does. The scratch file is removed afterwards.
-func SyncLatency(dir string, n, size int) (SyncResult, error) {
-	if n <= 0 || size <= 0 {
-		return SyncResult{}, fmt.Errorf("sync probe: want samples > 0 and bytes > 0, got %d and %d", n, size)
+// log append's does. With idle > 0 it sleeps that long before each sample, so that the machine
+// goes idle between syncs as it does between the calls of a server with one call in flight;
+// with 0 the syncs run back to back. The scratch file is removed afterwards.
+func SyncLatency(dir string, n, size int, idle time.Duration) (SyncResult, error) {
+	if n <= 0 || size <= 0 || idle < 0 {
+		return SyncResult{}, fmt.Errorf("sync probe: want samples > 0, bytes > 0 and idle >= 0, got %d, %d and %v", n, size, idle)
 	}
 	f, err := os.CreateTemp(dir, ".fsync-probe-*")
 	if err != nil {
@@ -50,6 +53,9 @@ func SyncLatency(dir string, n, size int) (SyncResult, error) {
 	}
 	syncH, pairH := latency.New(), latency.New()
 	for i := 0; i < n; i++ {
+		if idle > 0 {
+			time.Sleep(idle)
+		}
 		began := time.Now()
 		if _, err := f.Write(buf); err != nil {
 			return SyncResult{}, fmt.Errorf("sync probe: write %s: %w", path, err)
@@ -62,7 +68,7 @@ func SyncLatency(dir string, n, size int) (SyncResult, error) {
 		syncH.Record(done.Sub(written))
 		pairH.Record(done.Sub(began))
 	}
-	return SyncResult{Dir: dir, Samples: n, Bytes: size, Sync: syncH.Summary(), WriteSync: pairH.Summary()}, nil
+	return SyncResult{Dir: dir, Samples: n, Bytes: size, Idle: idle, Sync: syncH.Summary(), WriteSync: pairH.Summary()}, nil
 }
 
 func syncDir(dir string) error {
