@@ -161,6 +161,7 @@ func loadBoth(t testing.TB, fsys *faultfs.CrashFS, dir string, opts Options) out
 	opts.FS = loadFS
 	got := viaLoad(t, dir, opts)
 	sameOutcome(t, want, got)
+	scanAgrees(t, fsys.CrashClone(faultfs.CrashOptions{}), dir, opts, got)
 	after := memSnapshot(t, loadFS, dir)
 	delete(before, lockFileName)
 	delete(after, lockFileName)
@@ -176,6 +177,31 @@ func loadBoth(t testing.TB, fsys *faultfs.CrashFS, dir string, opts Options) out
 		t.Fatal("Load left the directory different from Open")
 	}
 	return got
+}
+
+// scanAgrees checks Scan (dump-log) against Load's outcome on a copy of the same log: the same
+// records, up to the same corruption if there is one, and nothing changed on disk.
+func scanAgrees(t testing.TB, fsys *faultfs.CrashFS, dir string, opts Options, load outcome) {
+	t.Helper()
+	before := memSnapshot(t, fsys, dir)
+	opts.FS = fsys
+	var scanned []rec
+	err := Scan(zaptest.NewLogger(t), dir, opts, collect(&scanned))
+	if after := memSnapshot(t, fsys, dir); !maps.Equal(before, after) {
+		t.Fatal("Scan changed the log")
+	}
+	var lce, sce *CorruptionError
+	switch {
+	case errors.As(load.err, &lce):
+		if !errors.As(err, &sce) || filepath.Base(sce.Segment) != filepath.Base(lce.Segment) || sce.Offset != lce.Offset {
+			t.Fatalf("Load found corruption %v, Scan returned %v", lce, err)
+		}
+	case load.err != nil:
+		return // an I/O failure of Load's own, such as a failed truncation
+	case err != nil:
+		t.Fatalf("Load succeeded, Scan failed: %v", err)
+	}
+	compareRecs(t, "Scan (against Load)", scanned, load.recs)
 }
 
 // The torn-tail table: the last batch cut after every number of its bytes.
