@@ -5,6 +5,7 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
 	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
 )
 
@@ -32,6 +33,46 @@ func TestRepairThroughOverlayIsADryRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkDryRun compares Repair through vfs.Overlay with the real Repair on copies of the random
+// log of seed: the same report or error, and nothing changed under the overlay.
+func checkDryRun(t testing.TB, seed uint64) {
+	mem, opts, _ := randomLog(t, seed)
+	base := mem.CrashClone(faultfs.CrashOptions{})
+	before := memSnapshot(t, base, "/log")
+	dryOpts := opts
+	dryOpts.FS = vfs.Overlay(base)
+	dry, dryErr := Repair(nil, "/log", dryOpts)
+	after := memSnapshot(t, base, "/log")
+	delete(after, lockFileName) // the real lock file is never taken through the overlay
+	delete(before, lockFileName)
+	if !maps.Equal(before, after) {
+		t.Fatal("the dry run changed the log")
+	}
+	opts.FS = mem.CrashClone(faultfs.CrashOptions{})
+	done, doneErr := Repair(nil, "/log", opts)
+	if fmt.Sprint(dryErr) != fmt.Sprint(doneErr) {
+		t.Fatalf("dry run error %v, repair error %v", dryErr, doneErr)
+	}
+	if got, want := reportText(dry), reportText(done); got != want {
+		t.Fatalf("dry run reported\n%s\nrepair did\n%s", got, want)
+	}
+}
+
+// The dry run over random damaged logs, a few hundred in every test run.
+func TestRepairDryRunMatchesRepairRandom(t *testing.T) {
+	for seed := range uint64(300) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { checkDryRun(t, seed) })
+	}
+}
+
+// FuzzRepairDryRun explores the same property over fuzzer-chosen seeds.
+func FuzzRepairDryRun(f *testing.F) {
+	for _, seed := range []uint64{0, 1, 7, 42, 1 << 40} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) { checkDryRun(t, seed) })
 }
 
 // reportText renders a report with its corruptions as text, for comparison.
