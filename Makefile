@@ -131,7 +131,8 @@ crashtest:
 soak:
 	$(GO) test -count=1 -v -timeout 4h -run '^TestCrashRecovery$$' ./cmd/coordinatord -crash.rounds=500
 
-## fuzz-long: the request-validation and record-decoding fuzz targets, FUZZ_EXECS executions each.
+## fuzz-long: the request-validation, record-decoding, log-reading and repair dry-run fuzz targets,
+## FUZZ_EXECS executions each.
 FUZZ_EXECS ?= 1000000x
 fuzz-long:
 	$(GO) test -run '^$$' -fuzz '^FuzzLenientUnmarshal$$' -fuzztime $(FUZZ_EXECS) ./internal/service
@@ -139,3 +140,4 @@ fuzz-long:
 	$(GO) test -run '^$$' -fuzz '^FuzzStateHandlers$$' -fuzztime $(FUZZ_EXECS) ./internal/service
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZ_EXECS) ./internal/shard
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenReplay$$' -fuzztime $(FUZZ_EXECS) ./internal/statelog
+	$(GO) test -run '^$$' -fuzz '^FuzzRepairDryRun$$' -fuzztime $(FUZZ_EXECS) ./internal/statelog
