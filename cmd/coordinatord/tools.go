@@ -282,29 +282,24 @@ func repairLog(e env, dir string, yes bool) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return usageError{fmt.Errorf("%s is not a partition log directory", dir)}
 	}
-	if !yes {
-		// The repair itself, run over an overlay that keeps its changes in memory.
-		report, err := statelog.Repair(nil, dir, statelog.Options{FS: vfs.Overlay(vfs.OS())})
-		if err != nil {
-			return fmt.Errorf("check %s: %w", dir, err)
-		}
-		if len(report.Corruptions) == 0 && !report.StartOffsetReset {
-			fmt.Fprintf(e.stdout, "no corruption found in %s; nothing to repair\n", dir)
-			return nil
-		}
-		printRepair(e.stdout, report, true)
-		fmt.Fprintln(e.stdout, "run again with --yes to repair (take a copy of the directory first)")
-		return &exitError{code: exitFailure, err: errors.New("log is corrupted; nothing changed")}
+	// Without --yes, the repair itself runs over an overlay that keeps its changes in memory.
+	repairLogger, opts := zap.NewNop(), statelog.Options{FS: vfs.Overlay(vfs.OS())}
+	if yes {
+		repairLogger, opts = logger.WithOptions(zap.IncreaseLevel(zap.InfoLevel)), statelog.Options{}
 	}
-	report, err := statelog.Repair(logger.WithOptions(zap.IncreaseLevel(zap.InfoLevel)), dir, statelog.Options{})
+	report, err := statelog.Repair(repairLogger, dir, opts)
 	if err != nil {
 		return fmt.Errorf("repair %s: %w", dir, err)
 	}
 	if len(report.Corruptions) == 0 && !report.StartOffsetReset {
-		fmt.Fprintf(e.stdout, "no corruption found in %s; nothing changed\n", dir)
+		fmt.Fprintf(e.stdout, "no corruption found in %s; nothing to repair\n", dir)
 		return nil
 	}
-	printRepair(e.stdout, report, false)
+	printRepair(e.stdout, report, !yes)
+	if !yes {
+		fmt.Fprintln(e.stdout, "run again with --yes to repair (take a copy of the directory first)")
+		return &exitError{code: exitFailure, err: errors.New("log is corrupted; nothing changed")}
+	}
 	return nil
 }
 
