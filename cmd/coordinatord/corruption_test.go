@@ -262,6 +262,10 @@ func TestCorruptedSegment(t *testing.T) {
 		t.Fatalf("repair-log --yes: exit %d\n%s\n%s", exit, out, stderr)
 	}
 	t.Logf("repair-log --yes:\n%s", out)
+	// Its log says the same, and nothing else goes wrong on the way.
+	if !strings.Contains(stderr, "repaired state log") || strings.Contains(stderr, "failed to") {
+		t.Fatalf("repair-log --yes logged:\n%s\nwant the repair's warning and no internal error", stderr)
+	}
 	if bytes.Equal(mustRead(t, damaged), data) {
 		t.Fatal("repair-log --yes left the damaged segment as it was")
 	}

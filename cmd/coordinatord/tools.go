@@ -285,7 +285,7 @@ func repairLog(e env, dir string, yes bool) error {
 	// Without --yes, the repair itself runs over an overlay that keeps its changes in memory.
 	repairLogger, opts := zap.NewNop(), statelog.Options{FS: vfs.Overlay(vfs.OS())}
 	if yes {
-		repairLogger, opts = logger.WithOptions(zap.IncreaseLevel(zap.InfoLevel)), statelog.Options{}
+		repairLogger, opts = logger, statelog.Options{}
 	}
 	report, err := statelog.Repair(repairLogger, dir, opts)
 	if err != nil {
