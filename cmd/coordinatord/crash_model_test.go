@@ -10,9 +10,11 @@ import (
 )
 
 // The crash suite's reference model of one share partition's state: what Read and
-// ReadShareGroupStateSummary must return after the operations applied so far (spec §9–§11).
+// ReadShareGroupStateSummary must return after the operations applied so far (Kafka's
+// ShareCoordinatorShard and PersisterStateBatchCombiner).
 
-// prio is one offset's delivery progress: delivery count, then delivery state (spec §11).
+// prio is one offset's delivery progress: delivery count, then delivery state (Kafka's
+// PersisterStateBatchCombiner).
 type prio struct{ count, state int32 }
 
 func (p prio) beats(q prio) bool {
@@ -38,7 +40,7 @@ func (s keyState) clone() keyState {
 	return s
 }
 
-// initialized is s after Initialize(stateEpoch, start) (spec §9.4: a fresh snapshot).
+// initialized is s after Initialize(stateEpoch, start) (Kafka's initializeState: a fresh snapshot).
 func (s keyState) initialized(stateEpoch int32, start int64) keyState {
 	dcc := int32(0)
 	if start == -1 {
@@ -52,7 +54,8 @@ func (s keyState) initialized(stateEpoch int32, start int64) keyState {
 }
 
 // written is s after a write with the given start offset, delivery complete count and batches
-// (spec §10: start offset never moves back, DCC ordered by start offset; spec §11 merge).
+// (Kafka's generateShareStateRecord: start offset never moves back, DCC ordered by start offset;
+// PersisterStateBatchCombiner merge).
 func (s keyState) written(start int64, dcc int32, batches []*pb.StateBatch) keyState {
 	n := s.clone()
 	n.start = max(start, s.start)
@@ -80,7 +83,8 @@ func (s keyState) written(start int64, dcc int32, batches []*pb.StateBatch) keyS
 	return n
 }
 
-// read is s after a Read with leaderEpoch (a higher epoch is claimed, spec §9.2).
+// read is s after a Read with leaderEpoch (a higher epoch is claimed, as Kafka's
+// readStateAndMaybeUpdateLeaderEpoch does).
 func (s keyState) read(leaderEpoch int32) keyState {
 	if !s.exists || leaderEpoch <= s.leaderMax {
 		return s

@@ -568,8 +568,8 @@ func (s *crashSuite) verifyKey(ctx context.Context, p *proc, k *crashKey, round 
 	if anyExists {
 		// The read claims a leader epoch above any sent so far, so its effect does not depend on
 		// the highest epoch the server remembers: that is rebuilt on load from the records still
-		// in the log (spec §12), and pruning may have dropped a claim older than the key's last
-		// initialization.
+		// in the log (as Kafka's ShareCoordinatorShard replays it), and pruning may have dropped a
+		// claim older than the key's last initialization.
 		k.maxLeader++
 		rr, err := p.state.ReadShareGroupState(ctx, &pb.ReadShareGroupStateRequest{GroupId: k.group, Topics: []*pb.ReadStateTopic{{
 			TopicId: k.topic, Partitions: []*pb.ReadStatePartition{{Partition: k.partition, LeaderEpoch: k.maxLeader}}}}})

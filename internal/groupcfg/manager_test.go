@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TestGroupSnapshotOverrideSeed is seed 000's group-level test: an override ≤ the ceiling is
-// accepted, one above it is refused naming both bounds and where the ceiling comes from, and a
-// group without override follows the broker value as it is now.
-func TestGroupSnapshotOverrideSeed(t *testing.T) {
+// TestGroupSnapshotOverride is the snapshot-frequency proposal's group-level test: an override
+// ≤ the ceiling is accepted, one above it is refused naming both bounds and where the ceiling
+// comes from, and a group without override follows the broker value as it is now.
+func TestGroupSnapshotOverride(t *testing.T) {
 	f := openFixture(t, t.TempDir(), staticOf(t))
 	for _, tc := range []struct {
 		value string

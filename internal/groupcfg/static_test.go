@@ -200,9 +200,10 @@ func TestStaticInputProblems(t *testing.T) {
 	}
 }
 
-// TestBrokerSnapshotLimitSeed is seed 000's broker-level test: [200, 1000], and a value below 200
-// (including the formerly documented 0) stops start-up with the migration step.
-func TestBrokerSnapshotLimitSeed(t *testing.T) {
+// TestBrokerSnapshotLimitBounds is the snapshot-frequency proposal's broker-level test: the
+// range [200, 1000], and a value below 200 (including the formerly documented 0) stops start-up
+// with the migration step.
+func TestBrokerSnapshotLimitBounds(t *testing.T) {
 	for _, tc := range []struct {
 		value string
 		ok    bool

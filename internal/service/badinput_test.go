@@ -180,8 +180,8 @@ func manyPartitions(n int) *pb.WriteShareGroupStateRequest {
 }
 
 // badInputs is the table of malformed requests; each names its documented answer (README,
-// sharecoord.v1 proto comments, spec §4.6 and §9). The server under test has the key (g, topicA,
-// 0) initialized with state epoch 5 and leader epoch 7.
+// sharecoord.v1 proto comments, Kafka's error codes and shard handlers). The server under test has
+// the key (g, topicA, 0) initialized with state epoch 5 and leader epoch 7.
 func badInputs(t *testing.T) []badInput {
 	set := pb.ConfigOperation_CONFIG_OPERATION_SET
 	group, broker := pb.ResourceType_RESOURCE_TYPE_GROUP, pb.ResourceType_RESOURCE_TYPE_BROKER
@@ -221,7 +221,8 @@ func badInputs(t *testing.T) []badInput {
 			alter(group, marker, set, snapshotOverride, str("300"))}}, &pb.IncrementalAlterConfigsResponse{}), invalidArgument("resources[0].resource_name is not valid UTF-8")},
 		{"not a protobuf message", callBytes(methodWrite, []byte{0x0a, 0x7f, 'g'}), outcome{grpc: codes.Internal, msg: "failed to unmarshal"}},
 
-		// Per-partition faults: INVALID_REQUEST with a message (spec §4.6, §9; DESIGN.md "Errors").
+		// Per-partition faults: INVALID_REQUEST with a message (Kafka's shard handlers; DESIGN.md
+		// "Errors").
 		{"topic id empty", callWrite(writeReq("g", "", 0, 5, 7, 0)), invalidRequest("not a valid topic id")},
 		{"topic id too short", callWrite(writeReq("g", "P6hfZFcX", 0, 5, 7, 0)), invalidRequest("want 22 characters")},
 		{"topic id 23 characters", callRead(readWith(0, 7, topicA+"A")), invalidRequest("want 22 characters")},
@@ -393,9 +394,9 @@ func heapInUse() uint64 {
 }
 
 // TestOverlappingBatchesMerged checks that overlapping, duplicated and unsorted state batches in
-// one write are accepted and merged as Kafka's combiner merges them (spec §11): per offset the
-// highest delivery count wins, then the highest state; gaps are kept, equal neighbours coalesced,
-// and the result is pruned at the start offset.
+// one write are accepted and merged as Kafka's PersisterStateBatchCombiner merges them: per offset
+// the highest delivery count wins, then the highest state; gaps are kept, equal neighbours
+// coalesced, and the result is pruned at the start offset.
 func TestOverlappingBatchesMerged(t *testing.T) {
 	ts := startServer(t, testOptions{})
 	ctx := ctxT(t)
@@ -428,7 +429,7 @@ func TestOverlappingBatchesMerged(t *testing.T) {
 			[]*pb.StateBatch{batch(5, 9, 2, 1), batch(10, 12, 0, 1)}, 5},
 		{"a later write cannot downgrade", []write{{0, []*pb.StateBatch{batch(0, 9, 2, 3)}}, {-1, []*pb.StateBatch{batch(0, 9, 0, 1), batch(4, 4, 4, 2)}}},
 			[]*pb.StateBatch{batch(0, 9, 2, 3)}, 0},
-		{"spec §11 worked example", []write{
+		{"combiner worked example", []write{
 			{100, []*pb.StateBatch{batch(100, 109, 1, 1), batch(110, 119, 1, 2), batch(120, 129, 1, 0)}},
 			{-1, []*pb.StateBatch{batch(100, 109, 2, 1)}},
 			{110, []*pb.StateBatch{batch(120, 129, 2, 1)}},
@@ -462,7 +463,7 @@ func TestOverlappingBatchesMerged(t *testing.T) {
 }
 
 // TestRandomOverlapsMatchReference writes random overlapping, unsorted batches and compares the
-// stored result with a per-offset reference of spec §11.
+// stored result with a per-offset reference of Kafka's PersisterStateBatchCombiner.
 func TestRandomOverlapsMatchReference(t *testing.T) {
 	ts := startServer(t, testOptions{})
 	ctx := ctxT(t)

@@ -171,8 +171,8 @@ type fixedLimit int
 
 func (l fixedLimit) SnapshotUpdateRecordsPerSnapshot(string) int { return int(l) }
 
-// documented lists the per-partition codes each state RPC may answer (spec §4; the metadata
-// checks are not made, so UNKNOWN_TOPIC_OR_PARTITION never appears).
+// documented lists the per-partition codes each state RPC may answer (as Kafka's RPCs do; the
+// metadata checks are not made, so UNKNOWN_TOPIC_OR_PARTITION never appears).
 func documented() map[string][]pb.ErrorCode {
 	return map[string][]pb.ErrorCode{
 		"initialize": {pb.ErrorCode_ERROR_CODE_NONE, pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, pb.ErrorCode_ERROR_CODE_FENCED_STATE_EPOCH},

@@ -7,8 +7,8 @@ import (
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
-// offsetModel is a reference of spec §11 kept per offset: each offset's (count, state), the
-// highest seen, dropped below the start offset. It is slow and obviously right.
+// offsetModel is a reference of Kafka's batch combining kept per offset: each offset's (count,
+// state), the highest seen, dropped below the start offset. It is slow and obviously right.
 type offsetModel struct {
 	offsets map[int64][2]int32 // offset → {delivery count, delivery state}
 }

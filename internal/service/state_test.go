@@ -226,7 +226,7 @@ func TestResultsInRequestOrder(t *testing.T) {
 func TestFindCoordinator(t *testing.T) {
 	ts := startServer(t, testOptions{partitions: 50})
 	ctx := ctxT(t)
-	// Spec §5 vectors with 50 partitions, plus keys that do not parse.
+	// Routing vectors with 50 partitions, plus keys that do not parse.
 	keys := []string{
 		"group1:AAAAAAAAAAAAAAAAAAAAAA:0",
 		"group1:AAAAAAAAAAAAAAAAAAAAAQ:3",

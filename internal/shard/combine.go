@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Batch combining (spec §11, Kafka's PersisterStateBatchCombiner).
+// Batch combining (Kafka's PersisterStateBatchCombiner).
 //
 // The result of combining is fully determined per offset: every offset covered by some input batch
 // (after pruning at the start offset) gets the highest priority among the batches covering it,
@@ -427,7 +427,7 @@ const mergeOneByOne = 8
 // overlap or touch (offsets from the first new batch's first offset - 1 to the last one's last
 // offset + 1) is overlaid; the batches before and after it stay in place, since none of them can
 // coalesce with the region's result. New batches after every current one are appended, coalesced
-// where they touch; so a lone surviving batch is kept as is (spec §11).
+// where they touch; so a lone surviving batch is kept as is (Kafka's PersisterStateBatchCombiner).
 func (c *combiner) mergeRegion(st *batchStore, b []StateBatch, head StateBatch, headOK bool) {
 	first, last := head, head
 	if !headOK {

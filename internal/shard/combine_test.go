@@ -56,7 +56,7 @@ func TestCombineKafkaCases(t *testing.T) {
 		{"lower count, suffix", bs(sb(100, 110, 0, 2)), bs(sb(105, 110, 0, 1)), -1, bs(sb(100, 110, 0, 2))},
 		{"higher count, overlapping right", bs(sb(100, 110, 0, 1)), bs(sb(105, 115, 0, 2)), -1, bs(sb(100, 104, 0, 1), sb(105, 115, 0, 2))},
 		{"lower count, overlapping right", bs(sb(100, 110, 0, 2)), bs(sb(105, 115, 0, 1)), -1, bs(sb(100, 110, 0, 2), sb(111, 115, 0, 1))},
-		// Spec §11 worked example, first step: batch 1 acknowledged.
+		// The combiner's worked example, first step: batch 1 acknowledged.
 		{"worked example ack b1", bs(sb(100, 109, 1, 1), sb(110, 119, 1, 2), sb(120, 129, 1, 0)), bs(sb(100, 109, 2, 1)), 100,
 			bs(sb(100, 109, 2, 1), sb(110, 119, 1, 2), sb(120, 129, 1, 0))},
 		{"single inverted batch is returned as is", nil, bs(sb(10, 5, 0, 1)), -1, bs(sb(10, 5, 0, 1))},
@@ -127,8 +127,8 @@ func mergeStore(t testing.TB, c *combiner, soFar []StateBatch, canon bool, add [
 	return st.batches, ok
 }
 
-// referenceCombine is the per-offset model of spec §11: every covered offset takes the highest
-// (count, state) of the batches covering it; runs of equal priority become batches.
+// referenceCombine is the per-offset model of Kafka's batch combining: every covered offset takes
+// the highest (count, state) of the batches covering it; runs of equal priority become batches.
 func referenceCombine(soFar, add []StateBatch, startOffset int64) []StateBatch {
 	var pruned []StateBatch
 	for _, src := range [][]StateBatch{soFar, add} {
@@ -221,7 +221,7 @@ func TestCombineMatchesReferenceModel(t *testing.T) {
 	}
 }
 
-// The stress cases of spec §21.3 (Kafka's PersisterStateBatchCombinerStressTest).
+// The stress cases of Kafka's PersisterStateBatchCombinerStressTest.
 func TestCombineStress(t *testing.T) {
 	var c combiner
 	t.Run("10000 contiguous coalesce to 1", func(t *testing.T) {

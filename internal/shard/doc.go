@@ -1,5 +1,5 @@
 // Package shard is Kafka's share coordinator shard for one state partition of coordinatord: the
-// share-state machine (spec §6–§14 of the Kafka share-coordinator reference) on top of one
+// share-state machine (Kafka's ShareCoordinatorShard) on top of one
 // statelog.Log, run by a single goroutine.
 //
 // # Operations
@@ -34,13 +34,13 @@
 // restart of the process. An operation whose commit takes longer than WriteTimeout answers
 // COORDINATOR_NOT_AVAILABLE; its records stay applied, as in Kafka.
 //
-// The prune job (spec §13) and the cold-partition snapshot job (spec §14) run on the shard goroutine
-// between batches every PruneInterval and ColdSnapshotInterval, and on demand through Prune and
-// SnapshotColdPartitions.
+// The prune job (Kafka's setupRecordPruning) and the cold-partition snapshot job (Kafka's
+// snapshotColdPartitions) run on the shard goroutine between batches every PruneInterval and
+// ColdSnapshotInterval, and on demand through Prune and SnapshotColdPartitions.
 //
 // # Record format
 //
-// One statelog record holds one Kafka coordinator record of __share_group_state (spec §3):
+// One statelog record holds one Kafka coordinator record of __share_group_state:
 //
 //	+-------------------------+-----+---------------------------------+-------+
 //	| keyLength zigzag varint | key | valueLength zigzag varint (-1 = | value |

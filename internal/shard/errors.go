@@ -8,7 +8,7 @@ import (
 // ErrorCode is a Kafka error code; the numbers equal Kafka's so they travel unchanged.
 type ErrorCode int16
 
-// Kafka error codes used by the share coordinator (spec §4.6).
+// Kafka error codes used by the share coordinator.
 const (
 	ErrNone                       ErrorCode = 0
 	ErrUnknownServerError         ErrorCode = -1
@@ -73,7 +73,7 @@ func (c ErrorCode) String() string {
 func (c ErrorCode) DefaultMessage() string { return errorCodeMessages[c] }
 
 // Shard-specific INVALID_REQUEST messages, word for word as Kafka's ShareCoordinatorShard sends
-// them (spec §4.6).
+// them.
 const (
 	msgNegativePartition  = "The partition id cannot be a negative number."
 	msgNegativeLeader     = "The leader epoch cannot be a negative number."

@@ -7,9 +7,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// The operation handlers of spec §9, in Kafka's validation order. Each validates against the
-// current (possibly uncommitted) state, then produces at most one record into p and replays it.
-// The metadata checks of spec §9 (UNKNOWN_TOPIC_OR_PARTITION) are not made: a standalone
+// The operation handlers of Kafka's ShareCoordinatorShard, in Kafka's validation order. Each
+// validates against the current (possibly uncommitted) state, then produces at most one record into
+// p and replays it. Kafka's metadata checks (UNKNOWN_TOPIC_OR_PARTITION) are not made: a standalone
 // coordinator has no cluster metadata (DESIGN.md).
 //
 // Validation beyond Kafka's (INVALID_REQUEST with a message) runs right after Kafka's own checks of
@@ -24,7 +24,8 @@ func invalid(msg string) Result { return Result{Code: ErrInvalidRequest, Message
 func withDefault(c ErrorCode) Result { return Result{Code: c, Message: c.DefaultMessage()} }
 
 // generationFailed is the result of an operation whose record could not be produced; Kafka fails
-// such an operation with UNKNOWN_SERVER_ERROR (e.g. MESSAGE_TOO_LARGE, spec §7).
+// such an operation with UNKNOWN_SERVER_ERROR (e.g. MESSAGE_TOO_LARGE, as Kafka's coordinator
+// runtime does).
 func generationFailed(err error) Result {
 	return Result{Code: ErrUnknownServerError, Message: "Unable to write share group state: " + err.Error()}
 }
@@ -64,7 +65,7 @@ func (m *machine) lookup(k Key) *entry {
 	return m.states[mk]
 }
 
-// write is writeState (spec §9.1).
+// write is writeState.
 func (m *machine) write(r *WriteRequest, p *pending) Result {
 	switch {
 	case r.Key.Partition < 0:
@@ -93,7 +94,7 @@ func (m *machine) write(r *WriteRequest, p *pending) Result {
 	return Result{}
 }
 
-// read is readStateAndMaybeUpdateLeaderEpoch (spec §9.2).
+// read is readStateAndMaybeUpdateLeaderEpoch.
 func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
 	switch {
 	case r.Key.Partition < 0:
@@ -124,7 +125,7 @@ func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
 	return res
 }
 
-// writeShareState is generateShareStateRecord (spec §10): one update, or a snapshot once the key
+// writeShareState is generateShareStateRecord: one update, or a snapshot once the key
 // has had limit updates since its last snapshot, limit read from the provider now.
 func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateLeaderEpoch bool) error {
 	leaderEpoch := e.leaderEpoch
@@ -159,7 +160,7 @@ func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateL
 	return m.writeUpdate(p, e, &v)
 }
 
-// summary is readStateSummary (spec §9.3): no fencing, sentinels for an absent key.
+// summary is readStateSummary: no fencing, sentinels for an absent key.
 func (m *machine) summary(r *SummaryRequest) SummaryResult {
 	if r.Key.Partition < 0 {
 		return SummaryResult{Result: invalid(msgNegativePartition)}
@@ -171,7 +172,7 @@ func (m *machine) summary(r *SummaryRequest) SummaryResult {
 	return SummaryResult{StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch, StartOffset: e.startOffset, DeliveryCompleteCount: e.dcc}
 }
 
-// initialize is initializeState (spec §9.4).
+// initialize is initializeState.
 func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
 	switch {
 	case r.Key.Partition < 0:
@@ -213,7 +214,7 @@ func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
 	return Result{}
 }
 
-// delete is deleteState (spec §9.5): a tombstone, or success without a record when absent.
+// delete is deleteState: a tombstone, or success without a record when absent.
 func (m *machine) delete(r *DeleteRequest, p *pending) Result {
 	if r.Key.Partition < 0 {
 		return invalid(msgNegativePartition)
@@ -229,7 +230,7 @@ func (m *machine) delete(r *DeleteRequest, p *pending) Result {
 	return Result{}
 }
 
-// snapshotCold is snapshotColdPartitions (spec §14): unless every key's latest snapshot is itself a
+// snapshotCold is snapshotColdPartitions: unless every key's latest snapshot is itself a
 // cold snapshot (the shard is quiet), re-snapshot every key whose last snapshot is at least the
 // interval old, keeping createTimestamp. Keys are visited in map-key order so the output is
 // deterministic. It returns the number of records written.

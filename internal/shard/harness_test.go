@@ -158,7 +158,8 @@ func (h *harness) noRecord() {
 	}
 }
 
-// view is everything the machine keeps about a key (spec §6), comparable with ==/DeepEqual.
+// view is everything the machine keeps about a key (Kafka's shard state), comparable with
+// ==/DeepEqual.
 type view struct {
 	Offset          SnapshotValue // the ShareGroupOffset
 	MaxLeaderEpoch  int32

@@ -17,7 +17,7 @@ type Key struct {
 }
 
 // CoordinatorKey returns "group:topicId:partition" (Kafka's SharePartitionKey.asCoordinatorKey,
-// spec §5), the string that routing hashes.
+// Kafka's SharePartitionKey), the string that routing hashes.
 func (k Key) CoordinatorKey() string {
 	return k.GroupID + ":" + k.TopicID.String() + ":" + strconv.FormatInt(int64(k.Partition), 10)
 }
@@ -66,8 +66,8 @@ func javaTrim(s string) string {
 
 // PartitionFor returns the state partition that owns coordinatorKey among numPartitions:
 // Utils.abs(key.hashCode()) % numPartitions with Java's String.hashCode computed over UTF-16 code
-// units (spec §5). Invalid UTF-8 bytes count as U+FFFD, as a Java decoder would substitute them.
-// numPartitions below 1 is treated as 1.
+// units (Kafka's SharePartitionKey). Invalid UTF-8 bytes count as U+FFFD, as a Java decoder would
+// substitute them. numPartitions below 1 is treated as 1.
 func PartitionFor(coordinatorKey string, numPartitions int) int {
 	if numPartitions < 1 {
 		numPartitions = 1

@@ -14,7 +14,7 @@ func mustTopic(t testing.TB, s string) TopicID {
 	return id
 }
 
-// The five routing vectors of spec §5, computed with Java's own String.hashCode.
+// Five routing vectors computed with Java's own String.hashCode.
 func TestPartitionForSpecVectors(t *testing.T) {
 	tests := []struct {
 		key         string

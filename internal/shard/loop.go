@@ -62,8 +62,9 @@ func (s *Shard) run() {
 	}
 }
 
-// load (re)opens the log and replays it into a fresh state (spec §12), in one pass over the log:
-// each frame is verified and its records applied as it is read. It returns how long that took.
+// load (re)opens the log and replays it into a fresh state (as Kafka's ShareCoordinatorShard
+// replays it), in one pass over the log: each frame is verified and its records applied as it is
+// read. It returns how long that took.
 func (s *Shard) load() (time.Duration, error) {
 	s.setStatus(Loading, nil, 0)
 	s.closeLog()
@@ -410,7 +411,8 @@ func (s *Shard) runControl(o *op) bool {
 	return true
 }
 
-// runCold writes the cold-partition snapshots (spec §14) as one commit; o may be nil (timer).
+// runCold writes the cold-partition snapshots (Kafka's snapshotColdPartitions) as one commit; o may
+// be nil (timer).
 func (s *Shard) runCold(o *op) bool {
 	s.pend.reset(s.log.EndOffset())
 	s.batch = s.batch[:0]
@@ -425,7 +427,7 @@ func (s *Shard) runCold(o *op) bool {
 	return s.flush()
 }
 
-// prune moves the log-start offset to the last redundant offset (spec §13.2).
+// prune moves the log-start offset to the last redundant offset (Kafka's prune job).
 func (s *Shard) prune() (int64, error) {
 	v, ok := s.m.offsets.lastRedundant()
 	if !ok || v == s.lastPruned {

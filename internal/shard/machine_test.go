@@ -166,7 +166,7 @@ func TestSubsequentWritesCombine(t *testing.T) {
 }
 
 // testWriteStateDiscardsStartOffsetRegression and the three delivery-complete-count cases
-// (spec §10, #23074, #23112).
+// (Kafka's generateShareStateRecord, #23074, #23112).
 func TestStartOffsetAndDeliveryCompleteCountRules(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -340,7 +340,8 @@ func TestReadSummary(t *testing.T) {
 	}
 }
 
-// testNonSequentialBatchUpdates, the worked example of spec §11 (limit 0: every write is a snapshot).
+// testNonSequentialBatchUpdates, the worked example of Kafka's PersisterStateBatchCombiner (limit
+// 0: every write is a snapshot).
 func TestNonSequentialBatchUpdates(t *testing.T) {
 	h := newHarness(t, 0)
 	initSharePartition(h, testKey, 0)
@@ -412,8 +413,8 @@ func expectedCadence(limit, n, updatesSoFar int) string {
 	return sbd.String()
 }
 
-// The exact cadence of spec §10 (after Kafka #21426) for the seed's limits and a per-group
-// override, read at the moment of each decision.
+// The exact snapshot cadence of Kafka's generateShareStateRecord (after Kafka #21426) for the
+// limits 200, 500 and 1000 and a per-group override, read at the moment of each decision.
 func TestSnapshotCadence(t *testing.T) {
 	for _, limit := range []int{200, 500, 1000} {
 		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {

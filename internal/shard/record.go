@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// RecordType is the int16 record type that prefixes every record key (spec §3.1).
+// RecordType is the int16 record type that prefixes every record key.
 type RecordType int16
 
 // The record types of the share-group state log.
@@ -29,7 +29,7 @@ func (t RecordType) String() string {
 	return fmt.Sprintf("type(%d)", int16(t))
 }
 
-// SnapshotValue is ShareSnapshotValue v0 (spec §3.3).
+// SnapshotValue is ShareSnapshotValue v0.
 type SnapshotValue struct {
 	SnapshotEpoch         int32
 	StateEpoch            int32
@@ -41,7 +41,7 @@ type SnapshotValue struct {
 	DeliveryCompleteCount int32 // tagged field 0; -1 (unknown) is not written
 }
 
-// UpdateValue is ShareUpdateValue v0 (spec §3.4). LeaderEpoch and StartOffset -1 mean "keep".
+// UpdateValue is ShareUpdateValue v0. LeaderEpoch and StartOffset -1 mean "keep".
 type UpdateValue struct {
 	SnapshotEpoch         int32
 	LeaderEpoch           int32
@@ -63,7 +63,7 @@ type Record struct {
 // Decoding errors. DecodeRecord wraps them with details; test with errors.Is.
 var (
 	// ErrUnknownRecordType marks a record whose type is neither snapshot nor update. Replay skips
-	// such records with a warning, as Kafka's loader does (spec §3.1).
+	// such records with a warning, as Kafka's loader does.
 	ErrUnknownRecordType = errors.New("unknown record type")
 	// ErrUnknownValueVersion marks a value version this package cannot read; it fails a load.
 	ErrUnknownValueVersion = errors.New("unknown record value version")
@@ -71,7 +71,7 @@ var (
 	ErrMalformedRecord = errors.New("malformed record")
 )
 
-// Sizes fixed by the format (spec §3, §21.3).
+// Sizes fixed by the format.
 const (
 	valueVersion      = 0
 	batchWireSize     = 8 + 8 + 1 + 2 + 1 // first, last, state, count, empty tagged-field section

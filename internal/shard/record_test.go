@@ -20,8 +20,8 @@ func unhex(t testing.TB, s string) []byte {
 
 var goldenTopic = TopicID{0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f}
 
-// goldenRecords are byte vectors derived by hand from the layout of spec §3 (not produced by the
-// encoder under test). Each derivation is written next to its bytes.
+// goldenRecords are byte vectors derived by hand from the layout of Kafka's records (not produced
+// by the encoder under test). Each derivation is written next to its bytes.
 var goldenRecords = []struct {
 	name string
 	rec  Record

@@ -10,7 +10,8 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// modelKey is the per-key state of spec §12 as the reference model keeps it.
+// modelKey is the per-key state of Kafka's ShareCoordinatorShard replay as the reference model
+// keeps it.
 type modelKey struct {
 	startOffset int64
 	batches     []StateBatch
@@ -96,9 +97,9 @@ func (g *replayGen) snapshot(mk string) *SnapshotValue {
 }
 
 // TestReplayMatchesModel replays long random record streams and compares every key's start offset
-// and batches after each record with the reference model of spec §11–§12 (per-offset combining),
-// so that the replay fast paths (window moves, appends, region merges, the store's copies and
-// growth) are checked over long histories.
+// and batches after each record with the reference model of Kafka's replay and
+// PersisterStateBatchCombiner (per-offset combining), so that the replay fast paths (window moves,
+// appends, region merges, the store's copies and growth) are checked over long histories.
 func TestReplayMatchesModel(t *testing.T) {
 	for seed := uint64(0); seed < 40; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {

@@ -242,8 +242,9 @@ func (s *Shard) WaitLoaded(ctx context.Context) error {
 	}
 }
 
-// LastRedundantOffset returns the lowest log offset still needed (spec §13.1) as of the last
-// commit; false when there is none (no snapshot yet, or ≤ 0).
+// LastRedundantOffset returns the lowest log offset still needed (Kafka's
+// ShareCoordinatorOffsetsManager) as of the last commit; false when there is none (no snapshot yet,
+// or ≤ 0).
 func (s *Shard) LastRedundantOffset() (int64, bool) {
 	v := s.lro.Load()
 	return v, v >= 0
@@ -267,7 +268,7 @@ func (s *Shard) Stats() Stats {
 	return st
 }
 
-// Initialize is InitializeShareGroupState for one key (spec §9.4).
+// Initialize is InitializeShareGroupState for one key (Kafka's initializeState).
 func (s *Shard) Initialize(ctx context.Context, r InitializeRequest) Result {
 	o := &op{kind: opInitialize, init: r}
 	if res, ok := s.do(ctx, o); !ok {
@@ -276,8 +277,8 @@ func (s *Shard) Initialize(ctx context.Context, r InitializeRequest) Result {
 	return o.res
 }
 
-// Read is ReadShareGroupState for one key (spec §9.2); a higher leader epoch is claimed with a
-// record and answered once that record is durable.
+// Read is ReadShareGroupState for one key (Kafka's readStateAndMaybeUpdateLeaderEpoch); a higher
+// leader epoch is claimed with a record and answered once that record is durable.
 func (s *Shard) Read(ctx context.Context, r ReadRequest) ReadResult {
 	o := &op{kind: opRead, read: r}
 	if res, ok := s.do(ctx, o); !ok {
@@ -286,7 +287,7 @@ func (s *Shard) Read(ctx context.Context, r ReadRequest) ReadResult {
 	return o.readRes
 }
 
-// Write is WriteShareGroupState for one key (spec §9.1, §10).
+// Write is WriteShareGroupState for one key (Kafka's writeState and generateShareStateRecord).
 func (s *Shard) Write(ctx context.Context, r WriteRequest) Result {
 	o := &op{kind: opWrite, write: r}
 	if res, ok := s.do(ctx, o); !ok {
@@ -295,7 +296,7 @@ func (s *Shard) Write(ctx context.Context, r WriteRequest) Result {
 	return o.res
 }
 
-// Delete is DeleteShareGroupState for one key (spec §9.5).
+// Delete is DeleteShareGroupState for one key (Kafka's deleteState).
 func (s *Shard) Delete(ctx context.Context, r DeleteRequest) Result {
 	o := &op{kind: opDelete, del: r}
 	if res, ok := s.do(ctx, o); !ok {
@@ -304,7 +305,7 @@ func (s *Shard) Delete(ctx context.Context, r DeleteRequest) Result {
 	return o.res
 }
 
-// ReadSummary is ReadShareGroupStateSummary for one key (spec §9.3).
+// ReadSummary is ReadShareGroupStateSummary for one key (Kafka's readStateSummary).
 func (s *Shard) ReadSummary(ctx context.Context, r SummaryRequest) SummaryResult {
 	o := &op{kind: opSummary, sum: r}
 	if res, ok := s.do(ctx, o); !ok {
@@ -313,9 +314,10 @@ func (s *Shard) ReadSummary(ctx context.Context, r SummaryRequest) SummaryResult
 	return o.sumRes
 }
 
-// Prune does what the prune timer does (spec §13.2): after every earlier operation is durable, if
-// the last redundant offset is present and differs from the last pruned one, it moves the log-start
-// offset there (deleting superseded segments). It returns the log-start offset afterwards.
+// Prune does what the prune timer does (Kafka's prune job): after every earlier operation is
+// durable, if the last redundant offset is present and differs from the last pruned one, it moves
+// the log-start offset there (deleting superseded segments). It returns the log-start offset
+// afterwards.
 func (s *Shard) Prune(ctx context.Context) (int64, error) {
 	o := &op{kind: opPrune}
 	if res, ok := s.do(ctx, o); !ok {
@@ -324,8 +326,8 @@ func (s *Shard) Prune(ctx context.Context) (int64, error) {
 	return o.n, o.err
 }
 
-// SnapshotColdPartitions does what the cold-partition timer does (spec §14) and returns the number
-// of snapshot records written.
+// SnapshotColdPartitions does what the cold-partition timer does (Kafka's snapshotColdPartitions)
+// and returns the number of snapshot records written.
 func (s *Shard) SnapshotColdPartitions(ctx context.Context) (int, error) {
 	o := &op{kind: opCold}
 	if res, ok := s.do(ctx, o); !ok {

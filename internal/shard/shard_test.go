@@ -332,7 +332,7 @@ func TestShardReadWaitsForEarlierWrites(t *testing.T) {
 }
 
 // An operation whose commit is not done within WriteTimeout answers COORDINATOR_NOT_AVAILABLE;
-// its record stays applied (spec §7).
+// its record stays applied (as in Kafka's coordinator runtime).
 func TestShardWriteTimeout(t *testing.T) {
 	ts := newTestShard(t, Options{WriteTimeout: 30 * time.Millisecond})
 	s := ts.active(nil)

@@ -12,7 +12,7 @@ import (
 
 // entry is the state of one share partition: Kafka's shareStateMap value (ShareGroupOffset) plus
 // this key's slots of leaderEpochMap, stateEpochMap, snapshotUpdateCount and the offsets manager
-// (spec §6), kept in one compact struct.
+// (Kafka's shard state), kept in one compact struct.
 type entry struct {
 	key         string // the map key (key message bytes); shares the map's string
 	batchStore         // batches (the state batches) in their backing array
@@ -39,7 +39,7 @@ const (
 	flagCanonical                     // batches are sorted, disjoint and coalesced
 )
 
-// offsetsList is Kafka's ShareCoordinatorOffsetsManager (spec §13.1). Snapshot offsets only grow,
+// offsetsList is Kafka's ShareCoordinatorOffsetsManager. Snapshot offsets only grow,
 // so keeping the keys in a list ordered by their latest snapshot offset (moving a key to the tail
 // on every snapshot) makes the minimum the head: O(1) per snapshot instead of a scan of all keys,
 // with the same results.
@@ -95,7 +95,8 @@ func (l *offsetsList) updateAbsent(off int64) {
 	l.lro = min(l.head.snapOffset, off)
 }
 
-// lastRedundant is the query of spec §13.1: absent when ≤ 0 or never set.
+// lastRedundant is the query of Kafka's ShareCoordinatorOffsetsManager: absent when ≤ 0 or never
+// set.
 func (l *offsetsList) lastRedundant() (int64, bool) {
 	if l.lro <= 0 || l.lro == math.MaxInt64 {
 		return 0, false
@@ -104,7 +105,8 @@ func (l *offsetsList) lastRedundant() (int64, bool) {
 }
 
 // machine is the share-state machine of one state partition (Kafka's ShareCoordinatorShard): the
-// state map and the replay rules of spec §12. It is owned by one goroutine.
+// state map and the replay rules of Kafka's ShareCoordinatorShard replay. It is owned by one
+// goroutine.
 type machine struct {
 	logger       *zap.Logger
 	provider     Provider
@@ -186,7 +188,8 @@ func (m *machine) skip(t RecordType, offset int64) {
 	m.skipped[t]++
 }
 
-// applySnapshot replays a snapshot value for e (spec §12); isNew tells that e was just created.
+// applySnapshot replays a snapshot value for e (as Kafka's ShareCoordinatorShard replays it); isNew
+// tells that e was just created.
 func (m *machine) applySnapshot(e *entry, isNew bool, v *SnapshotValue, offset int64) {
 	if isNew || v.LeaderEpoch > e.maxLeaderEpoch {
 		e.maxLeaderEpoch = v.LeaderEpoch
@@ -224,7 +227,7 @@ func (m *machine) initFromUpdate(e *entry, v *UpdateValue) {
 	e.flags |= flagUpdateCount
 }
 
-// applyUpdate merges an update into an existing key (spec §12).
+// applyUpdate merges an update into an existing key (as Kafka's ShareCoordinatorShard replays it).
 func (m *machine) applyUpdate(e *entry, v *UpdateValue) {
 	if v.LeaderEpoch > e.maxLeaderEpoch {
 		e.maxLeaderEpoch = v.LeaderEpoch

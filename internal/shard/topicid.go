@@ -16,7 +16,7 @@ const topicIDTextLen = 22
 // characters of the URL-safe alphabet whose unused trailing bits are zero, so that
 // ParseTopicID(s).String() == s. (Kafka's Uuid.fromString also takes a padded 24-character form and
 // non-zero trailing bits; accepting those would let two strings name one topic and route
-// differently, spec §5.)
+// differently.)
 func ParseTopicID(s string) (TopicID, error) {
 	var id TopicID
 	if len(s) != topicIDTextLen {

@@ -1,6 +1,6 @@
 package shard
 
-// StateBatch is one range of offsets with its delivery information (spec §3.3). LastOffset is
+// StateBatch is one range of offsets with its delivery information. LastOffset is
 // inclusive. DeliveryState is Kafka's byte: 0 available, 1 acquired, 2 acknowledged, 4 archived.
 type StateBatch struct {
 	FirstOffset   int64
@@ -9,22 +9,22 @@ type StateBatch struct {
 	DeliveryCount int16
 }
 
-// InitializeRequest is one key of InitializeShareGroupState (spec §9.4). StartOffset -1 means
-// "not initialized yet".
+// InitializeRequest is one key of InitializeShareGroupState (Kafka's initializeState). StartOffset
+// -1 means "not initialized yet".
 type InitializeRequest struct {
 	Key         Key
 	StateEpoch  int32
 	StartOffset int64
 }
 
-// ReadRequest is one key of ReadShareGroupState (spec §9.2).
+// ReadRequest is one key of ReadShareGroupState (Kafka's readStateAndMaybeUpdateLeaderEpoch).
 type ReadRequest struct {
 	Key         Key
 	LeaderEpoch int32
 }
 
-// WriteRequest is one key of WriteShareGroupState (spec §9.1). StartOffset -1 means "not being
-// written"; DeliveryCompleteCount -1 means "unknown".
+// WriteRequest is one key of WriteShareGroupState (Kafka's writeState). StartOffset -1 means "not
+// being written"; DeliveryCompleteCount -1 means "unknown".
 type WriteRequest struct {
 	Key                   Key
 	StateEpoch            int32
@@ -34,13 +34,13 @@ type WriteRequest struct {
 	StateBatches          []StateBatch
 }
 
-// DeleteRequest is one key of DeleteShareGroupState (spec §9.5).
+// DeleteRequest is one key of DeleteShareGroupState (Kafka's deleteState).
 type DeleteRequest struct {
 	Key Key
 }
 
-// SummaryRequest is one key of ReadShareGroupStateSummary (spec §9.3). LeaderEpoch is accepted
-// and ignored, as Kafka does.
+// SummaryRequest is one key of ReadShareGroupStateSummary (Kafka's readStateSummary). LeaderEpoch
+// is accepted and ignored, as Kafka does.
 type SummaryRequest struct {
 	Key         Key
 	LeaderEpoch int32

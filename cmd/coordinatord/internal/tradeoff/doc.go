@@ -45,7 +45,7 @@
 // is at least the time they have waited. The prune job's own period comes on top of the lag.
 //
 // With cold-partition snapshots on, the shard's timer re-snapshots every share partition whose
-// latest snapshot is older than the cold interval (spec §14), which bounds the lag in time
-// whatever the limit; idle share partitions (IdleSharePartitions) are written once and never
-// again, which without cold snapshots pins the last redundant offset for ever.
+// latest snapshot is older than the cold interval (Kafka's snapshotColdPartitions), which bounds
+// the lag in time whatever the limit; idle share partitions (IdleSharePartitions) are written once
+// and never again, which without cold snapshots pins the last redundant offset for ever.
 package tradeoff
