@@ -227,6 +227,33 @@ func TestRestartKeepsEverything(t *testing.T) {
 	}
 }
 
+// TestDataDirInUse: a second server on a data directory that a running one uses is refused at
+// start-up, before it touches the config store or a state log, and the first keeps its
+// configuration changes.
+func TestDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, dir)
+	setGroupConfig(t, p, "first", "share.delivery.count.limit", "7")
+
+	_, stderr, code := runBinary(t, nil, serverArgs(dir)...)
+	if code != exitFailure || !strings.Contains(stderr, "--data-dir "+dir) || !strings.Contains(stderr, "is another process using it?") {
+		t.Fatalf("second server on the same data directory: exit status %d, want a refusal naming the directory\n%s", code, stderr)
+	}
+
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d after SIGTERM\n%s", code, p.log())
+	}
+	p = startProc(t, dir)
+	desc, err := p.config.DescribeConfigs(ctxT(t), &pb.DescribeConfigsRequest{Resources: []*pb.DescribeConfigsResource{{
+		ResourceType: pb.ResourceType_RESOURCE_TYPE_GROUP, ResourceName: "first", ConfigurationKeys: []string{"share.delivery.count.limit"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := desc.GetResults()[0].GetConfigs(); len(c) != 1 || c[0].GetValue() != "7" {
+		t.Errorf("group config after the refused second start and a restart = %v, want 7", c)
+	}
+}
+
 // TestShutdownDrainsCallsInFlight: SIGTERM while writes are in flight. Every call gets an answer
 // (success, a retriable per-partition error, or a gRPC status); the process exits 0; after a
 // restart every acknowledged write is there.

@@ -272,16 +272,21 @@ func runTool(t *testing.T, args ...string) (string, string, int) {
 }
 
 // runBinary runs the binary with args, its environment extended by env, until it exits by
-// itself, and returns stdout, stderr and exit status.
+// itself (the test fails if it has not after two minutes), and returns stdout, stderr and exit
+// status.
 func runBinary(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	var stdout, stderr strings.Builder
-	cmd := exec.Command(binPath, args...)
+	ctx := ctxT(t)
+	cmd := exec.CommandContext(ctx, binPath, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("run %v: did not exit in time\n%s", args, stderr.String())
+		return "", "", -1
 	case err == nil:
 		return stdout.String(), stderr.String(), 0
 	case errors.As(err, &ee):

@@ -21,6 +21,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
 )
 
 // serveFlags are the command-line flags of the server (API.md, "Command line").
@@ -70,6 +71,14 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	if err != nil {
 		return badConfig(err)
 	}
+
+	// Two servers on one data directory would overwrite each other's config store and fight over
+	// the state logs: the second is refused before it reads anything.
+	dirLock, err := statelog.LockDir(vfs.OS(), f.dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir %s: %w", f.dataDir, err)
+	}
+	defer func() { _ = dirLock.Close() }()
 
 	cfg, err := groupcfg.Open(logger.Named("config"), f.dataDir, static, reg, groupcfg.Options{NodeID: f.nodeID})
 	if err != nil {

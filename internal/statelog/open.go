@@ -49,7 +49,7 @@ func open(logger *zap.Logger, dir string, opts Options, deliver func(int64, []by
 	if err != nil {
 		return nil, err
 	}
-	lock, err := lockDir(opts.FS, dir)
+	lock, err := LockDir(opts.FS, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +90,11 @@ func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, de
 	return l, nil
 }
 
-// lockDir creates dir and any missing parents if needed, makes every new directory entry
-// durable, and locks dir.
-func lockDir(fsys FS, dir string) (io.Closer, error) {
+// LockDir creates dir and any missing parents if needed, makes every new directory entry durable,
+// and takes an exclusive lock on the file LOCK in dir, held until Close. It fails when another
+// process (or another LockDir of this one) holds the lock. Open and Repair take it on the log's
+// directory; a server takes it on its data directory, so that two processes never share one.
+func LockDir(fsys FS, dir string) (io.Closer, error) {
 	dir = filepath.Clean(dir)
 	// The parents of the directories MkdirAll is about to create: each new entry must be
 	// synced, or a power cut can take the whole log with it. dir's parent is synced even when

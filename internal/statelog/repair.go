@@ -56,7 +56,7 @@ func Repair(logger *zap.Logger, dir string, opts Options) (RepairReport, error) 
 	if _, err := opts.FS.ReadDir(dir); err != nil {
 		return report, fmt.Errorf("statelog: repair %s: %w", dir, err)
 	}
-	lock, err := lockDir(opts.FS, dir)
+	lock, err := LockDir(opts.FS, dir)
 	if err != nil {
 		return report, err
 	}
