@@ -478,16 +478,26 @@ func TestSnapshotCadence(t *testing.T) {
 			t.Fatalf("got %s, want uuuSu", got.String())
 		}
 	})
-	t.Run("initialize and cold snapshots do not reset a partial count", func(t *testing.T) {
+	t.Run("initialize and cold snapshots restart a partial count", func(t *testing.T) {
 		h := newHarness(t, 4)
 		h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0})
 		h.records()
 		cadence(t, h, testKey, 2)
 		h.initialize(InitializeRequest{Key: testKey, StateEpoch: 2, StartOffset: 0})
 		h.records()
-		if got := cadence(t, h, testKey, 4); got != "uuSu" {
-			t.Fatalf("got %s, want uuSu", got)
+		if got := cadence(t, h, testKey, 6); got != "uuuuSu" {
+			t.Fatalf("after a re-initialize: got %s, want uuuuSu", got)
 		}
+		h.clock.advance(h.m.coldInterval)
+		if n := h.cold(); n != 1 {
+			t.Fatalf("cold snapshots written: %d, want 1", n)
+		}
+		h.records()
+		if got := cadence(t, h, testKey, 6); got != "uuuuSu" {
+			t.Fatalf("after a cold snapshot: got %s, want uuuuSu", got)
+		}
+		// The replayed state counts the same way.
+		assertSameMachine(t, h.reopened(), h.m)
 	})
 }
 

@@ -207,9 +207,12 @@ func (m *machine) applySnapshot(e *entry, isNew bool, v *SnapshotValue, offset i
 	e.writeTS = v.WriteTimestamp
 	e.set(v.StateBatches)
 	e.setCanonical(canonical(e.batches))
-	if e.flags&flagUpdateCount != 0 && int(e.updateCount) >= m.limit(e.key) {
-		e.updateCount = 0
-	}
+	// Every snapshot restarts the count, so that exactly limit updates follow any snapshot
+	// (DESIGN: the cadence is exact). Kafka resets only a count that reached the limit: after
+	// an initialize or cold snapshot it lets a partial count run on, and the next snapshot
+	// comes early.
+	e.updateCount = 0
+	e.flags &^= flagUpdateCount
 	m.offsets.update(e, offset, false)
 }
 
