@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -512,4 +513,71 @@ func batchesEqual(a, b []*pb.StateBatch) bool {
 		}
 	}
 	return true
+}
+
+// TestErrorResultsCarryNoState: a Read or summary result with an error carries nothing but the
+// error (state epoch 0, start offset -1, no batches; for a summary also leader epoch 0 and
+// delivery complete count -1), whichever check refused it, even when the key has state.
+func TestErrorResultsCarryNoState(t *testing.T) {
+	ts := startBadInputServer(t)
+	ctx := ctxT(t)
+	w, err := ts.state.WriteShareGroupState(ctx, writeReq("g", topicA, 0, 5, 7, 3, batch(3, 9, 1, 1)))
+	if err != nil || w.GetResults()[0].GetPartitions()[0].GetErrorCode() != pb.ErrorCode_ERROR_CODE_NONE {
+		t.Fatalf("write: %v %v", w, err)
+	}
+	topics := []struct {
+		id    string
+		parts []int32
+	}{{topicA, []int32{0, -2, 1}}, {"not-a-topic-id", []int32{0}}}
+
+	readReq := &pb.ReadShareGroupStateRequest{GroupId: "g"}
+	sumReq := &pb.ReadShareGroupStateSummaryRequest{GroupId: "g"}
+	for _, tp := range topics {
+		rt, st := &pb.ReadStateTopic{TopicId: tp.id}, &pb.ReadStateSummaryTopic{TopicId: tp.id}
+		for _, p := range tp.parts {
+			// Leader epoch 6 is below the 7 claimed: the key with state is fenced.
+			rt.Partitions = append(rt.Partitions, &pb.ReadStatePartition{Partition: p, LeaderEpoch: 6})
+			st.Partitions = append(st.Partitions, &pb.ReadStateSummaryPartition{Partition: p})
+		}
+		readReq.Topics, sumReq.Topics = append(readReq.Topics, rt), append(sumReq.Topics, st)
+	}
+
+	rr, err := ts.state.ReadShareGroupState(ctx, readReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readCodes []pb.ErrorCode
+	for _, tr := range rr.GetResults() {
+		for _, p := range tr.GetPartitions() {
+			readCodes = append(readCodes, p.GetErrorCode())
+			if p.GetStateEpoch() != 0 || p.GetStartOffset() != -1 || len(p.GetStateBatches()) != 0 {
+				t.Errorf("read %s/%d answered %v with state: %v", tr.GetTopicId(), p.GetPartition(), p.GetErrorCode(), p)
+			}
+		}
+	}
+	wantRead := []pb.ErrorCode{pb.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH, pb.ErrorCode_ERROR_CODE_INVALID_REQUEST,
+		pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, pb.ErrorCode_ERROR_CODE_INVALID_REQUEST}
+	if !slices.Equal(readCodes, wantRead) {
+		t.Fatalf("read codes %v, want %v", readCodes, wantRead)
+	}
+
+	sr, err := ts.state.ReadShareGroupStateSummary(ctx, sumReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errors := 0
+	for _, tr := range sr.GetResults() {
+		for _, p := range tr.GetPartitions() {
+			if p.GetErrorCode() == pb.ErrorCode_ERROR_CODE_NONE {
+				continue
+			}
+			errors++
+			if p.GetStateEpoch() != 0 || p.GetLeaderEpoch() != 0 || p.GetStartOffset() != -1 || p.GetDeliveryCompleteCount() != -1 {
+				t.Errorf("summary %s/%d answered %v with state: %v", tr.GetTopicId(), p.GetPartition(), p.GetErrorCode(), p)
+			}
+		}
+	}
+	if errors != 2 { // the negative partition and the bad topic id
+		t.Fatalf("summary errors %d, want 2: %v", errors, sr)
+	}
 }

@@ -164,9 +164,12 @@ func (s *StateServer) InitializeShareGroupState(ctx context.Context, req *pb.Ini
 // ReadShareGroupState implements the ReadShareGroupState RPC.
 func (s *StateServer) ReadShareGroupState(ctx context.Context, req *pb.ReadShareGroupStateRequest) (*pb.ReadShareGroupStateResponse, error) {
 	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.ReadStatePartition) *pb.ReadStatePartitionResult {
-		r := shard.ReadResult{Result: it.bad, StartOffset: -1}
+		r := shard.ReadResult{Result: it.bad}
 		if it.bad.Code == shard.ErrNone {
 			r = s.route(it.key).Read(ctx, shard.ReadRequest{Key: it.key, LeaderEpoch: p.GetLeaderEpoch()})
+		}
+		if r.Code != shard.ErrNone {
+			r = shard.ReadResult{Result: r.Result, StartOffset: -1} // nothing known but the error
 		}
 		s.opts.Metrics.countOp(opRead, r.Code)
 		return &pb.ReadStatePartitionResult{
@@ -245,9 +248,13 @@ func (s *StateServer) DeleteShareGroupState(ctx context.Context, req *pb.DeleteS
 // ReadShareGroupStateSummary implements the ReadShareGroupStateSummary RPC.
 func (s *StateServer) ReadShareGroupStateSummary(ctx context.Context, req *pb.ReadShareGroupStateSummaryRequest) (*pb.ReadShareGroupStateSummaryResponse, error) {
 	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.ReadStateSummaryPartition) *pb.ReadStateSummaryPartitionResult {
-		r := shard.SummaryResult{Result: it.bad, StartOffset: -1, DeliveryCompleteCount: -1}
+		r := shard.SummaryResult{Result: it.bad}
 		if it.bad.Code == shard.ErrNone {
 			r = s.route(it.key).ReadSummary(ctx, shard.SummaryRequest{Key: it.key, LeaderEpoch: p.GetLeaderEpoch()})
+		}
+		if r.Code != shard.ErrNone {
+			// Nothing known but the error: the sentinels of a key without state.
+			r = shard.SummaryResult{Result: r.Result, StartOffset: -1, DeliveryCompleteCount: -1}
 		}
 		s.opts.Metrics.countOp(opReadSummary, r.Code)
 		return &pb.ReadStateSummaryPartitionResult{

@@ -704,7 +704,8 @@ type ReadStatePartitionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The partition index from the request.
 	Partition int32 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	// ERROR_CODE_NONE on success.
+	// ERROR_CODE_NONE on success. With any other code the fields below carry nothing: state epoch
+	// 0, start offset -1, no batches.
 	ErrorCode ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sharecoord.v1.ErrorCode" json:"error_code,omitempty"`
 	// What went wrong; empty on success.
 	ErrorMessage string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
@@ -1511,7 +1512,8 @@ type ReadStateSummaryPartitionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The partition index from the request.
 	Partition int32 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	// ERROR_CODE_NONE on success.
+	// ERROR_CODE_NONE on success. With any other code the fields below are those of a share
+	// partition without state: epochs 0, start offset and delivery complete count -1.
 	ErrorCode ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=sharecoord.v1.ErrorCode" json:"error_code,omitempty"`
 	// What went wrong; empty on success.
 	ErrorMessage string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
