@@ -214,7 +214,7 @@ func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b g
 	shardMetrics := shard.NewMetrics(reg, b.MetricsGroupLabelMax())
 	shards := make([]*shard.Shard, b.NumPartitions())
 	for p := range shards {
-		shards[p] = shard.Open(logger.Named("shard").With(zap.Int("partition", p)), provider, shard.Options{
+		shards[p] = shard.Open(logger.Named("shard"), provider, shard.Options{
 			Partition: p,
 			DataDir:   dataDir,
 			Log: statelog.Options{
@@ -251,7 +251,7 @@ func waitLoaded(ctx context.Context, logger *zap.Logger, shards []*shard.Shard) 
 		if err != nil {
 			failed++
 			logger.Error("state partition failed to load; its keys answer COORDINATOR_NOT_AVAILABLE",
-				zap.Int("partition", p), zap.Error(err))
+				zap.Int("state_partition", p), zap.Error(err))
 		}
 	}
 	logger.Info("state partitions loaded", zap.Int("partitions", len(shards)), zap.Int("failed", failed),
@@ -264,7 +264,7 @@ func closeShards(logger *zap.Logger, shards []*shard.Shard) {
 	for p, s := range shards {
 		wg.Go(func() {
 			if err := s.Close(); err != nil {
-				logger.Error("close state partition", zap.Int("partition", p), zap.Error(err))
+				logger.Error("close state partition", zap.Int("state_partition", p), zap.Error(err))
 			}
 		})
 	}

@@ -263,7 +263,7 @@ func badInputs(t *testing.T) []badInput {
 		{"read from an older leader", callRead(readWith(0, 6, topicA)), fenced(pb.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH)},
 		{"initialize with an older state epoch", callInit(initReq("g", topicA, 0, 4, 0)), fenced(pb.ErrorCode_ERROR_CODE_FENCED_STATE_EPOCH)},
 		{"find coordinator: key without partition", callFind("g:" + topicA), invalidRequest("groupId:topicId:partition")},
-		{"find coordinator: key with a bad topic id", callFind("g:not-a-topic:0"), invalidRequest("invalid topic id")},
+		{"find coordinator: key with a bad topic id", callFind("g:not-a-topic:0"), invalidRequest("\"not-a-topic\" is not a valid topic id")},
 		{"find coordinator: partition overflows int32", callFind("g:" + topicA + ":2147483648"), invalidRequest("invalid partition")},
 		{"find coordinator: blank group", callFind("  :" + topicA + ":0"), invalidRequest("group id must not be blank")},
 		{"find coordinator: empty key", callFind(""), invalidRequest("empty")},

@@ -66,12 +66,10 @@ func (s *StateServer) checkLimit(n int) error {
 	return nil
 }
 
-// invalidTopicID is the per-partition answer for a topic id that does not parse.
-func invalidTopicID(raw string, err error) shard.Result {
-	return shard.Result{
-		Code:    shard.ErrInvalidRequest,
-		Message: fmt.Sprintf("topic_id %q is not a valid topic id: %v", raw, err),
-	}
+// invalidTopicID is the per-partition answer for a topic id that does not parse; err (from
+// shard.ParseTopicID) names the id and says why.
+func invalidTopicID(err error) shard.Result {
+	return shard.Result{Code: shard.ErrInvalidRequest, Message: "topic_id " + err.Error()}
 }
 
 // stateTopic and statePartition are what the topic and partition entries of every state request
@@ -110,7 +108,7 @@ func eachPartition[T stateTopic[P], P statePartition, R any](s *StateServer, gro
 		for pi, p := range parts {
 			it := item{key: shard.Key{GroupID: groupID, TopicID: id, Partition: p.GetPartition()}}
 			if err != nil {
-				it.bad = invalidTopicID(t.GetTopicId(), err)
+				it.bad = invalidTopicID(err)
 			}
 			if n == 1 { // nothing to overlap with: run on the caller's goroutine
 				out[ti][pi] = do(it, p)

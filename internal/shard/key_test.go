@@ -83,7 +83,7 @@ func TestParseCoordinatorKey(t *testing.T) {
 		{in: "g:P6hfZFcXRWKz_CyWP2avpg", wantErr: "expected groupId:topicId:partition"},
 		{in: " \t:P6hfZFcXRWKz_CyWP2avpg:1", wantErr: "blank"},
 		{in: ":P6hfZFcXRWKz_CyWP2avpg:1", wantErr: "blank"},
-		{in: "g:not-a-topic:1", wantErr: "invalid topic id"},
+		{in: "g:not-a-topic:1", wantErr: "\"not-a-topic\" is not a valid topic id"},
 		{in: "g:P6hfZFcXRWKz_CyWP2avpg:x", wantErr: "invalid partition"},
 		{in: "g:P6hfZFcXRWKz_CyWP2avpg:2147483648", wantErr: "invalid partition"},
 	}

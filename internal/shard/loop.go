@@ -452,7 +452,7 @@ func (s *Shard) flush() bool {
 	if s.pend.len() > 0 {
 		if err := s.appendPending(); err != nil {
 			s.logger.Error("appending to the state log failed; reloading the state partition", zap.Error(err))
-			r := notAvailable("The coordinator is not available: appending to the state log failed: " + err.Error())
+			r := notAvailable("The coordinator is not available: appending to the state log failed: " + storageFailure(err) + ".")
 			for _, o := range s.batch {
 				o.fail(r)
 				close(o.done)

@@ -432,6 +432,20 @@ func notAvailable(msg string) Result {
 	return Result{Code: ErrCoordinatorNotAvailable, Message: msg}
 }
 
+// storageFailure says in a few words, for a client, what kind of storage failure err is. The
+// error itself (file names, byte offsets) goes to the server log and /readyz, not to clients.
+func storageFailure(err error) string {
+	var ce *statelog.CorruptionError
+	switch {
+	case errors.As(err, &ce):
+		return "its state log is damaged and waits for an operator"
+	case errors.Is(err, statelog.ErrSyncFailed):
+		return "a file-system sync of the data directory failed; the server must be restarted"
+	default:
+		return "a storage error; the server log has the details"
+	}
+}
+
 // notApplied is the answer to an operation that was never applied, for the reason why.
 func notApplied(why string) Result {
 	return notAvailable("The operation was not applied: " + why + ".")
@@ -449,7 +463,7 @@ func (s *Shard) gate() (Result, bool) {
 	}
 	st := s.Status()
 	if st.State == Failed {
-		return notAvailable(fmt.Sprintf("The coordinator is not available: state partition %d failed: %v", s.opts.Partition, st.Err)), false
+		return notAvailable(fmt.Sprintf("The coordinator is not available: state partition %d failed: %s.", s.opts.Partition, storageFailure(st.Err))), false
 	}
 	return s.gate()
 }

@@ -20,14 +20,14 @@ const topicIDTextLen = 22
 func ParseTopicID(s string) (TopicID, error) {
 	var id TopicID
 	if len(s) != topicIDTextLen {
-		return id, fmt.Errorf("invalid topic id %q: want %d characters of unpadded URL-safe base64, got %d", s, topicIDTextLen, len(s))
+		return id, fmt.Errorf("%q is not a valid topic id: want %d characters of unpadded URL-safe base64, got %d", s, topicIDTextLen, len(s))
 	}
 	n, err := base64.RawURLEncoding.Strict().Decode(id[:], []byte(s))
 	if err != nil {
-		return TopicID{}, fmt.Errorf("invalid topic id %q: %w", s, err)
+		return TopicID{}, fmt.Errorf("%q is not a valid topic id: %w", s, err)
 	}
 	if n != len(id) {
-		return TopicID{}, fmt.Errorf("invalid topic id %q: decoded %d bytes, want %d", s, n, len(id))
+		return TopicID{}, fmt.Errorf("%q is not a valid topic id: decoded %d bytes, want %d", s, n, len(id))
 	}
 	return id, nil
 }

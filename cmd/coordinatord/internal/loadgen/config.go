@@ -99,7 +99,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("group: want a group id"))
 	}
 	if _, err := shard.ParseTopicID(c.TopicID); err != nil {
-		errs = append(errs, fmt.Errorf("topic id %q: %w", c.TopicID, err))
+		errs = append(errs, fmt.Errorf("topic id: %w", err))
 	}
 	seen := map[Kind]bool{}
 	for _, k := range c.Phases {

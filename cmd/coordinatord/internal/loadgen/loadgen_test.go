@@ -100,7 +100,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "no duration", mutate: func(c *Config) { c.Duration = 0 }, wantErr: "duration 0s"},
 		{name: "negative warm-up", mutate: func(c *Config) { c.Warmup = -time.Second }, wantErr: "warm-up -1s"},
 		{name: "no group", mutate: func(c *Config) { c.GroupID = "" }, wantErr: "group"},
-		{name: "bad topic id", mutate: func(c *Config) { c.TopicID = "nope" }, wantErr: "topic id \"nope\""},
+		{name: "bad topic id", mutate: func(c *Config) { c.TopicID = "nope" }, wantErr: "\"nope\" is not a valid topic id"},
 		{name: "unknown phase", mutate: func(c *Config) { c.Phases = []Kind{"read"} }, wantErr: "unknown phase \"read\""},
 		{name: "phase twice", mutate: func(c *Config) { c.Phases = []Kind{KindWrite, KindWrite} }, wantErr: "listed twice"},
 	}
