@@ -366,7 +366,8 @@ func Definitions() []Definition {
 			Name: keyMetricsGroupLabelMax, Type: TypeInt, Default: "100", Validator: Between(0, 100000),
 			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
 			Doc: "The most share groups that get their own group label value on per-group metrics; records of further " +
-				"groups are counted under group=\"__other__\" (0 counts every group there).",
+				"groups are counted under group=\"__other__\" (0 counts every group there), as are group ids longer than 255 bytes or " +
+				"holding control characters.",
 		},
 
 		// coordinatord security keys: TLS for the gRPC and metrics ports, and authorization of the

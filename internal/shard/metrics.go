@@ -3,12 +3,17 @@ package shard
 import (
 	"strconv"
 	"sync"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // otherGroup is the group label value shared by the groups beyond the label limit.
 const otherGroup = "__other__"
+
+// maxGroupLabelBytes bounds a group id that gets a label value of its own: a longer one, like one
+// with control characters, would make an unwieldy series name, so it counts as __other__.
+const maxGroupLabelBytes = 255
 
 // Metrics holds the shard metrics of API.md; one *Metrics is shared by every shard of a process.
 type Metrics struct {
@@ -29,8 +34,8 @@ type Metrics struct {
 
 // NewMetrics creates the shard metrics and registers them on reg (nil: not registered). At most
 // groupLabelMax distinct groups (first come, first served, process-wide) get their own `group`
-// label value; every other group is counted under group="__other__". A negative groupLabelMax is
-// treated as 0.
+// label value; every other group is counted under group="__other__", as is a group id longer than
+// 255 bytes or holding control characters. A negative groupLabelMax is treated as 0.
 func NewMetrics(reg prometheus.Registerer, groupLabelMax int) *Metrics {
 	m := &Metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -79,8 +84,12 @@ func NewMetrics(reg prometheus.Registerer, groupLabelMax int) *Metrics {
 	return m
 }
 
-// groupLabel returns the label value for group: itself while fewer than groupMax groups have one.
+// groupLabel returns the label value for group: itself while fewer than groupMax groups have one
+// and it is fit for a label value.
 func (m *Metrics) groupLabel(group string) string {
+	if !labelable(group) {
+		return otherGroup
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.labeled[group]; ok {
@@ -91,6 +100,20 @@ func (m *Metrics) groupLabel(group string) string {
 		return group
 	}
 	return otherGroup
+}
+
+// labelable reports whether group may be a label value of its own: not the __other__ bucket's name,
+// at most maxGroupLabelBytes, no control characters.
+func labelable(group string) bool {
+	if group == otherGroup || len(group) > maxGroupLabelBytes {
+		return false
+	}
+	for _, r := range group {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // shardMetrics are the series of one partition, bound once.

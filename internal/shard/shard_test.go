@@ -529,25 +529,26 @@ func TestShardMetrics(t *testing.T) {
 	ts := newTestShard(t, Options{Partition: 7, Metrics: m})
 	s := ts.active(nil)
 	ctx := context.Background()
-	for i, g := range []string{"a", "b", "c", "d"} {
+	// Groups unfit for a label value count as __other__ and take no label slot.
+	for i, g := range []string{strings.Repeat("x", maxGroupLabelBytes+1), "a\x00b", "a", "b", "c", "d"} {
 		k := Key{g, testTopic, int32(i)}
 		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: k, StateEpoch: 1}))
 		mustOK(t, s.Write(ctx, WriteRequest{Key: k, StateEpoch: 1}))
 	}
-	mustOK(t, s.Delete(ctx, DeleteRequest{Key: Key{"d", testTopic, 3}}))
+	mustOK(t, s.Delete(ctx, DeleteRequest{Key: Key{"d", testTopic, 5}}))
 	checks := []struct {
 		c    prometheus.Collector
 		lv   []string
 		want float64
 	}{
-		{m.records, []string{"7", "snapshot"}, 4},
-		{m.records, []string{"7", "update"}, 4},
+		{m.records, []string{"7", "snapshot"}, 6},
+		{m.records, []string{"7", "update"}, 6},
 		{m.records, []string{"7", "tombstone"}, 1},
 		{m.groups, []string{"a", "snapshot"}, 1},
 		{m.groups, []string{"b", "update"}, 1},
-		{m.groups, []string{otherGroup, "snapshot"}, 2},
+		{m.groups, []string{otherGroup, "snapshot"}, 4},
 		{m.groups, []string{otherGroup, "tombstone"}, 1},
-		{m.keys, []string{"7"}, 3},
+		{m.keys, []string{"7"}, 5},
 	}
 	for _, c := range checks {
 		var got float64
