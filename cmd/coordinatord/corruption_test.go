@@ -295,3 +295,25 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return data
 }
+
+// TestDumpLogRefusesWhatIsNotALog: dump-log on a directory without a state log (the config
+// store's, an empty one) says so and exits 2 instead of printing nothing and succeeding.
+func TestDumpLogRefusesWhatIsNotALog(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, dir)
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d\n%s", code, p.log())
+	}
+	for _, d := range []string{filepath.Join(dir, "config"), t.TempDir()} {
+		out, stderr, code := runTool(t, "dump-log", d)
+		if code != exitBadConfig || out != "" || !strings.Contains(stderr, d+" holds no state log") {
+			t.Errorf("dump-log %s: exit %d, stdout %q, stderr %q; want exit %d saying it holds no state log", d, code, out, stderr, exitBadConfig)
+		}
+	}
+	// A partition log directory and the data directory itself still dump.
+	for _, d := range []string{filepath.Join(dir, logDirPrefix+"0"), dir} {
+		if _, stderr, code := runTool(t, "dump-log", d); code != 0 {
+			t.Errorf("dump-log %s: exit %d\n%s", d, code, stderr)
+		}
+	}
+}

@@ -125,6 +125,9 @@ func dumpLog(e env, path string) error {
 		})
 	}
 	if partitions == nil {
+		if err := holdsLog(path); err != nil {
+			return err
+		}
 		err = dumpOne(path, nil)
 	} else {
 		for _, p := range partitions {
@@ -168,6 +171,24 @@ func partitionDirs(path string) ([]int, error) {
 	}
 	sort.Ints(ps)
 	return ps, nil
+}
+
+// holdsLog refuses a directory that is neither a data directory nor a partition log directory (no
+// segment file in it), such as the config store's; a segment file passes.
+func holdsLog(path string) error {
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		return err
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return err
+	}
+	for _, en := range entries {
+		if strings.HasSuffix(en.Name(), ".seg") {
+			return nil
+		}
+	}
+	return usageError{fmt.Errorf("%s holds no state log: give a partition log directory (DATA_DIR/%sN), one of its segment files, or a data directory", path, logDirPrefix)}
 }
 
 func decodeForDump(offset int64, b []byte) dumpRecord {
