@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -432,17 +433,22 @@ func notAvailable(msg string) Result {
 	return Result{Code: ErrCoordinatorNotAvailable, Message: msg}
 }
 
-// storageFailure says in a few words, for a client, what kind of storage failure err is. The
-// error itself (file names, byte offsets) goes to the server log and /readyz, not to clients.
+// storageFailure says in a few words, for a client, what kind of storage failure err is, with
+// the operating system's error (such as "no space left on device") when there is one. File
+// names and byte offsets go to the server log and /readyz, not to clients.
 func storageFailure(err error) string {
+	cause := ""
+	if errno := syscall.Errno(0); errors.As(err, &errno) {
+		cause = " (" + errno.Error() + ")"
+	}
 	var ce *statelog.CorruptionError
 	switch {
 	case errors.As(err, &ce):
 		return "its state log is damaged and waits for an operator"
 	case errors.Is(err, statelog.ErrSyncFailed):
-		return "a file-system sync of the data directory failed; the server must be restarted"
+		return "a file-system sync of the data directory failed" + cause + "; the server must be restarted"
 	default:
-		return "a storage error; the server log has the details"
+		return "a storage error" + cause + "; the server log has the details"
 	}
 }
 
