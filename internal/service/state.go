@@ -317,10 +317,10 @@ func fromProtoBatches(in []*pb.StateBatch) ([]shard.StateBatch, error) {
 	out := make([]shard.StateBatch, len(in))
 	for i, b := range in {
 		if st := b.GetDeliveryState(); st < math.MinInt8 || st > math.MaxInt8 {
-			return nil, fmt.Errorf("state_batches[%d].delivery_state %d is not a delivery state: allowed 0 (available), 1 (acquired), 2 (acknowledged), 4 (archived)", i, st)
+			return nil, fmt.Errorf(shard.MsgBadDeliveryState, i, st)
 		}
 		if c := b.GetDeliveryCount(); c < math.MinInt16 || c > math.MaxInt16 {
-			return nil, fmt.Errorf("state_batches[%d].delivery_count %d is out of range: allowed 0 to %d", i, c, math.MaxInt16)
+			return nil, fmt.Errorf(shard.MsgBadDeliveryCount, i, c)
 		}
 		out[i] = shard.StateBatch{
 			FirstOffset:   b.GetFirstOffset(),

@@ -165,8 +165,8 @@ func TestPerPartitionErrors(t *testing.T) {
 		{"uninitialized", writeReq("g", topicB, 0, 5, 7, 0), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "uninitialized"},
 		{"fenced leader epoch", writeReq("g", topicA, 0, 5, 6, 0), pb.ErrorCode_ERROR_CODE_FENCED_LEADER_EPOCH, ""},
 		{"fenced state epoch", writeReq("g", topicA, 0, 4, 7, 0), pb.ErrorCode_ERROR_CODE_FENCED_STATE_EPOCH, ""},
-		{"delivery state overflow", writeReq("g", topicA, 0, 5, 7, 0, batch(0, 1, 300, 1)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "delivery_state 300"},
-		{"delivery count overflow", writeReq("g", topicA, 0, 5, 7, 0, batch(0, 1, 0, 1<<20)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "delivery_count 1048576"},
+		{"delivery state overflow", writeReq("g", topicA, 0, 5, 7, 0, batch(0, 1, 300, 1)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "State batch 0 has delivery state 300; the valid states are"},
+		{"delivery count overflow", writeReq("g", topicA, 0, 5, 7, 0, batch(0, 1, 0, 1<<20)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, "State batch 0 has delivery count 1048576; the valid counts are 0 to 32767."},
 		{"first after last", writeReq("g", topicA, 0, 5, 7, 0, batch(9, 1, 0, 1)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, ""},
 		{"undefined delivery state", writeReq("g", topicA, 0, 5, 7, 0, batch(0, 1, 3, 1)), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST, ""},
 	}

@@ -32,6 +32,14 @@ func generationFailed(err error) Result {
 
 const msgNegativeStartOffset = "The start offset cannot be less than -1."
 
+// The answers to a state batch with a delivery state or count a write cannot hold (format
+// arguments: the batch's index, the value). The service uses them too, for values too large for
+// Kafka's int8 and int16 fields, so that a client reads one message whatever the value.
+const (
+	MsgBadDeliveryState = "State batch %d has delivery state %d; the valid states are 0 (available), 1 (acquired), 2 (acknowledged) and 4 (archived)."
+	MsgBadDeliveryCount = "State batch %d has delivery count %d; the valid counts are 0 to 32767."
+)
+
 // validateWriteFields is the extra validation of a write's fields.
 func validateWriteFields(r *WriteRequest) string {
 	if r.StartOffset < -1 {
@@ -48,9 +56,9 @@ func validateWriteFields(r *WriteRequest) string {
 		case s.FirstOffset > s.LastOffset:
 			return fmt.Sprintf("State batch %d has first offset %d greater than last offset %d.", i, s.FirstOffset, s.LastOffset)
 		case s.DeliveryState != 0 && s.DeliveryState != 1 && s.DeliveryState != 2 && s.DeliveryState != 4:
-			return fmt.Sprintf("State batch %d has delivery state %d; the valid states are 0 (available), 1 (acquired), 2 (acknowledged) and 4 (archived).", i, s.DeliveryState)
+			return fmt.Sprintf(MsgBadDeliveryState, i, s.DeliveryState)
 		case s.DeliveryCount < 0:
-			return fmt.Sprintf("State batch %d has a negative delivery count %d.", i, s.DeliveryCount)
+			return fmt.Sprintf(MsgBadDeliveryCount, i, s.DeliveryCount)
 		}
 	}
 	return ""

@@ -88,7 +88,7 @@ func TestWriteValidationAndFencing(t *testing.T) {
 		{"delivery state 3", nil, func() WriteRequest { r := defaultWrite(0, 0); r.StateBatches = bs(sb(0, 3, 3, 1)); return r }(),
 			invalid("State batch 0 has delivery state 3; the valid states are 0 (available), 1 (acquired), 2 (acknowledged) and 4 (archived).")},
 		{"negative delivery count", nil, func() WriteRequest { r := defaultWrite(0, 0); r.StateBatches = bs(sb(0, 3, 0, -1)); return r }(),
-			invalid("State batch 0 has a negative delivery count -1.")},
+			invalid("State batch 0 has delivery count -1; the valid counts are 0 to 32767.")},
 		{"extra validation runs after Kafka's epoch checks", nil, func() WriteRequest { r := defaultWrite(-1, 0); r.StartOffset = -9; return r }(), invalid(msgNegativeLeader)},
 	}
 	for _, tt := range tests {
