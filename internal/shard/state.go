@@ -207,12 +207,16 @@ func (m *machine) applySnapshot(e *entry, isNew bool, v *SnapshotValue, offset i
 	e.writeTS = v.WriteTimestamp
 	e.set(v.StateBatches)
 	e.setCanonical(canonical(e.batches))
-	// Every snapshot restarts the count, so that exactly limit updates follow any snapshot
-	// (DESIGN: the cadence is exact). Kafka resets only a count that reached the limit: after
-	// an initialize or cold snapshot it lets a partial count run on, and the next snapshot
-	// comes early.
-	e.updateCount = 0
-	e.flags &^= flagUpdateCount
+	// A snapshot the limit called for or an Initialize wrote restarts the count, so that exactly
+	// limit updates follow it (Kafka restarts only a count that reached the limit, so after a
+	// re-Initialize its next snapshot came early). A cold-partition snapshot (its create and
+	// write timestamps differ) is a copy for pruning and leaves the count alone, as in Kafka:
+	// the cold job skips a state partition whose keys all had one until some key takes a
+	// limit-driven snapshot, and restarting the count there would hold that back a whole cycle.
+	if v.CreateTimestamp == v.WriteTimestamp || (e.flags&flagUpdateCount != 0 && int(e.updateCount) >= m.limit(e.key)) {
+		e.updateCount = 0
+		e.flags &^= flagUpdateCount
+	}
 	m.offsets.update(e, offset, false)
 }
 
