@@ -209,9 +209,9 @@ func (s *StateServer) WriteShareGroupState(ctx context.Context, req *pb.WriteSha
 // write converts one partition of a write request and hands it to the key's partition. Values
 // that do not fit Kafka's field widths are rejected here, since converting them would change them.
 func (s *StateServer) write(ctx context.Context, key shard.Key, p *pb.WriteStatePartition) shard.Result {
-	batches, err := fromProtoBatches(p.GetStateBatches())
-	if err != nil {
-		return shard.Result{Code: shard.ErrInvalidRequest, Message: err.Error()}
+	batches, bad := fromProtoBatches(p.GetStateBatches())
+	if bad != "" {
+		return shard.Result{Code: shard.ErrInvalidRequest, Message: bad}
 	}
 	dcc := int32(-1)
 	if p.DeliveryCompleteCount != nil {
@@ -308,19 +308,20 @@ func toProtoBatches(in []shard.StateBatch) []*pb.StateBatch {
 	return out
 }
 
-// fromProtoBatches converts state batches, rejecting a delivery state or count that does not fit
-// Kafka's int8 / int16 fields (the shard checks the values that do fit).
-func fromProtoBatches(in []*pb.StateBatch) ([]shard.StateBatch, error) {
+// fromProtoBatches converts state batches. A delivery state or count that does not fit Kafka's
+// int8 / int16 fields is refused with the message to answer (the shard checks the values that do
+// fit, with the same messages).
+func fromProtoBatches(in []*pb.StateBatch) ([]shard.StateBatch, string) {
 	if len(in) == 0 {
-		return nil, nil
+		return nil, ""
 	}
 	out := make([]shard.StateBatch, len(in))
 	for i, b := range in {
 		if st := b.GetDeliveryState(); st < math.MinInt8 || st > math.MaxInt8 {
-			return nil, fmt.Errorf(shard.MsgBadDeliveryState, i, st)
+			return nil, fmt.Sprintf(shard.MsgBadDeliveryState, i, st)
 		}
 		if c := b.GetDeliveryCount(); c < math.MinInt16 || c > math.MaxInt16 {
-			return nil, fmt.Errorf(shard.MsgBadDeliveryCount, i, c)
+			return nil, fmt.Sprintf(shard.MsgBadDeliveryCount, i, c)
 		}
 		out[i] = shard.StateBatch{
 			FirstOffset:   b.GetFirstOffset(),
@@ -329,5 +330,5 @@ func fromProtoBatches(in []*pb.StateBatch) ([]shard.StateBatch, error) {
 			DeliveryCount: int16(b.GetDeliveryCount()),
 		}
 	}
-	return out, nil
+	return out, ""
 }
