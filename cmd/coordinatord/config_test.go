@@ -71,7 +71,20 @@ func TestPartitionCountIsRecorded(t *testing.T) {
 	}
 	// A restart with another partition count is refused.
 	wantBadConfig(t, dir, nil, []string{"--override", "share.coordinator.state.topic.num.partitions=6"},
-		"share.coordinator.state.topic.num.partitions")
+		"share.coordinator.state.topic.num.partitions=6", "start with share.coordinator.state.topic.num.partitions=5")
+
+	// With the config store moved aside the state partition directories still tell: the default
+	// count is refused before a new store records it, and the right count starts.
+	if err := os.Rename(filepath.Join(dir, "config", "store"), filepath.Join(t.TempDir(), "store")); err != nil {
+		t.Fatal(err)
+	}
+	wantBadConfig(t, dir, nil, nil,
+		"share.coordinator.state.topic.num.partitions=50, but --data-dir "+dir+" holds the state partitions of 5",
+		"start with share.coordinator.state.topic.num.partitions=5")
+	p = startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=5")
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d after the store was recreated", code)
+	}
 }
 
 func TestCheckConfig(t *testing.T) {

@@ -79,6 +79,9 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		return fmt.Errorf("--data-dir %s: %w", f.dataDir, err)
 	}
 	defer func() { _ = dirLock.Close() }()
+	if err := checkPartitionDirs(f.dataDir, static.Broker().NumPartitions()); err != nil {
+		return badConfig(err)
+	}
 
 	cfg, err := groupcfg.Open(logger.Named("config"), f.dataDir, static, reg, groupcfg.Options{NodeID: f.nodeID})
 	if err != nil {
@@ -182,6 +185,22 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	_ = httpSrv.Shutdown(drainCtx)
 	logger.Info("stopped")
 	return runErr
+}
+
+// checkPartitionDirs refuses a partition count that the state partition directories already in
+// dataDir contradict. The config store records the count on first start, but a store that was
+// lost or moved aside would record whatever is configured now; the directories still tell.
+func checkPartitionDirs(dataDir string, n int) error {
+	ps, err := partitionDirs(dataDir)
+	if err != nil || len(ps) == 0 {
+		return err
+	}
+	if have := ps[len(ps)-1] + 1; have != n {
+		return fmt.Errorf("%s=%d, but --data-dir %s holds the state partitions of %d (%s0 to %s%d): changing the count would "+
+			"route share-group state keys to other partitions; start with %s=%d",
+			groupcfg.KeyNumPartitions, n, dataDir, have, logDirPrefix, logDirPrefix, have-1, groupcfg.KeyNumPartitions, have)
+	}
+	return nil
 }
 
 func serveErr(what string, err error) error {

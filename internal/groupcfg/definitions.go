@@ -80,6 +80,10 @@ const (
 // KeyStateLogSync is the server key that chooses how state-log appends are made durable.
 const KeyStateLogSync = "state.log.sync"
 
+// KeyNumPartitions is the broker key for the number of state partitions, which must not change
+// once a data directory holds state.
+const KeyNumPartitions = keyNumPartitions
+
 // Values of state.log.sync.
 const (
 	// StateLogSyncFile makes each append durable with an fdatasync of its log file.

@@ -123,8 +123,8 @@ func open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Reg
 		return nil, &StaticError{Problems: []Problem{{
 			Key: keyNumPartitions, Value: fmtInt(int64(numPartitions)), Source: static.state.origin[i], kind: problemRelation,
 			Message: fmt.Sprintf("%s=%d differs from %d, the value recorded in %s on first start: changing it would route "+
-				"share-group state keys to other partitions; start with %s=%d",
-				keyNumPartitions, numPartitions, state.NumPartitions, st.path(), keyNumPartitions, state.NumPartitions),
+				"share-group state keys to other partitions; start with %s=%d instead of the %d given",
+				keyNumPartitions, numPartitions, state.NumPartitions, st.path(), keyNumPartitions, state.NumPartitions, numPartitions),
 		}}}
 	}
 	if state.Broker == nil {
