@@ -296,9 +296,10 @@ func mustRead(t *testing.T, path string) []byte {
 	return data
 }
 
-// TestDumpLogRefusesWhatIsNotALog: dump-log on a directory without a state log (the config
-// store's, an empty one) says so and exits 2 instead of printing nothing and succeeding.
-func TestDumpLogRefusesWhatIsNotALog(t *testing.T) {
+// TestToolsRefuseWhatIsNotALog: dump-log on a directory without a state log (the config store's,
+// an empty one) or a file that is not a segment, and repair-log on anything but one partition's
+// log directory (the data directory, an empty one), say so and exit 2, changing nothing.
+func TestToolsRefuseWhatIsNotALog(t *testing.T) {
 	dir := t.TempDir()
 	p := startProc(t, dir)
 	if code := p.stop(syscall.SIGTERM); code != 0 {
@@ -308,6 +309,31 @@ func TestDumpLogRefusesWhatIsNotALog(t *testing.T) {
 		out, stderr, code := runTool(t, "dump-log", d)
 		if code != exitBadConfig || out != "" || !strings.Contains(stderr, d+" holds no state log") {
 			t.Errorf("dump-log %s: exit %d, stdout %q, stderr %q; want exit %d saying it holds no state log", d, code, out, stderr, exitBadConfig)
+		}
+	}
+	if out, stderr, code := runTool(t, "dump-log", filepath.Join(dir, "config", "store")); code != exitBadConfig || out != "" ||
+		!strings.Contains(stderr, "is not a segment file") {
+		t.Errorf("dump-log on the config store: exit %d, stdout %q, stderr %q; want exit 2 saying it is not a segment file", code, out, stderr)
+	}
+	names := func(d string) string {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, e := range entries {
+			s = append(s, e.Name())
+		}
+		return strings.Join(s, " ")
+	}
+	for _, d := range []string{dir, t.TempDir()} {
+		before := names(d)
+		out, stderr, code := runTool(t, "repair-log", "--yes", d)
+		if code != exitBadConfig || !strings.Contains(stderr, d+" holds no state log") {
+			t.Errorf("repair-log --yes %s: exit %d, stdout %q, stderr %q; want exit 2 saying it holds no state log", d, code, out, stderr)
+		}
+		if after := names(d); after != before {
+			t.Errorf("repair-log --yes %s changed the directory: %q, was %q", d, after, before)
 		}
 	}
 	// A partition log directory and the data directory itself still dump.

@@ -125,7 +125,7 @@ func dumpLog(e env, path string) error {
 		})
 	}
 	if partitions == nil {
-		if err := holdsLog(path); err != nil {
+		if err := holdsLog(path, "a partition log directory (DATA_DIR/"+logDirPrefix+"N), one of its segment files, or a data directory"); err != nil {
 			return err
 		}
 		err = dumpOne(path, nil)
@@ -173,23 +173,34 @@ func partitionDirs(path string) ([]int, error) {
 	return ps, nil
 }
 
-// holdsLog refuses a directory that is neither a data directory nor a partition log directory (no
-// segment file in it), such as the config store's; a segment file passes.
-func holdsLog(path string) error {
-	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+// holdsLog refuses what is not a partition log directory (one with a segment or log-start
+// offset file in it) or a segment file (*.seg): the config store, an empty directory, a data
+// directory where a partition's is wanted. what names the accepted arguments in the refusal.
+func holdsLog(path, what string) error {
+	st, err := os.Stat(path)
+	if err != nil {
 		return err
+	}
+	if !st.IsDir() {
+		if !strings.HasSuffix(path, segmentSuffix) {
+			return usageError{fmt.Errorf("%s is not a segment file (*%s): give %s", path, segmentSuffix, what)}
+		}
+		return nil
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
 		return err
 	}
 	for _, en := range entries {
-		if strings.HasSuffix(en.Name(), ".seg") {
+		if strings.HasSuffix(en.Name(), segmentSuffix) || en.Name() == "start-offset" {
 			return nil
 		}
 	}
-	return usageError{fmt.Errorf("%s holds no state log: give a partition log directory (DATA_DIR/%sN), one of its segment files, or a data directory", path, logDirPrefix)}
+	return usageError{fmt.Errorf("%s holds no state log: give %s", path, what)}
 }
+
+// segmentSuffix ends the name of every segment file of a state log.
+const segmentSuffix = ".seg"
 
 func decodeForDump(offset int64, b []byte) dumpRecord {
 	line := dumpRecord{Offset: offset}
@@ -302,6 +313,9 @@ func repairLog(e env, dir string, yes bool) error {
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return usageError{fmt.Errorf("%s is not a partition log directory", dir)}
+	}
+	if err := holdsLog(dir, "one state partition's log directory (DATA_DIR/"+logDirPrefix+"N)"); err != nil {
+		return err
 	}
 	// Without --yes, the repair itself runs over an overlay that keeps its changes in memory.
 	repairLogger, opts := zap.NewNop(), statelog.Options{FS: vfs.Overlay(vfs.OS())}
