@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,6 +252,20 @@ func TestDataDirInUse(t *testing.T) {
 	}
 	if c := desc.GetResults()[0].GetConfigs(); len(c) != 1 || c[0].GetValue() != "7" {
 		t.Errorf("group config after the refused second start and a restart = %v, want 7", c)
+	}
+}
+
+// TestHangupWithoutTLS: without TLS there is nothing for SIGHUP to reload; the server logs it and
+// keeps serving instead of dying without a drain.
+func TestHangupWithoutTLS(t *testing.T) {
+	p := startProc(t, t.TempDir())
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, p, regexp.MustCompile(`SIGHUP received: nothing to reload, TLS is off`))
+	setGroupConfig(t, p, "after-hup", "share.delivery.count.limit", "7") // still serving
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d after SIGHUP then SIGTERM\n%s", code, p.log())
 	}
 }
 

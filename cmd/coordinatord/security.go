@@ -104,6 +104,7 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 
 // security is the server's transport security and authorization, built from securitySettings.
 type security struct {
+	logger     *zap.Logger
 	settings   securitySettings
 	store      *certStore          // nil without TLS
 	grpcTLS    *listenerTLS        // nil: plaintext gRPC
@@ -118,7 +119,7 @@ func newSecurity(logger *zap.Logger, b groupcfg.Broker, reg prometheus.Registere
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "\n"))
 	}
-	sec := &security{settings: s}
+	sec := &security{logger: logger, settings: s}
 	if s.tls {
 		store, err := newCertStore(logger, s.files, newTLSMetrics(reg))
 		if err != nil {
@@ -174,12 +175,10 @@ func (s *security) metricsTLSConfig() *tls.Config {
 	return s.metricsTLS.Config()
 }
 
-// reloadOnHangup re-reads the TLS files on every SIGHUP until ctx ends. Without TLS, SIGHUP keeps
-// its default action.
+// reloadOnHangup re-reads the TLS files on every SIGHUP until ctx ends. Without TLS there is
+// nothing to re-read: SIGHUP is logged and otherwise ignored, rather than ending the process
+// without a drain (its default action), as a reload signal sent to every server must not do.
 func (s *security) reloadOnHangup(ctx context.Context) {
-	if s.store == nil {
-		return
-	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -187,6 +186,10 @@ func (s *security) reloadOnHangup(ctx context.Context) {
 		for {
 			select {
 			case <-hup:
+				if s.store == nil {
+					s.logger.Info("SIGHUP received: nothing to reload, TLS is off")
+					continue
+				}
 				s.store.reload()
 			case <-ctx.Done():
 				return
