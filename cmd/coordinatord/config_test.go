@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,6 +85,23 @@ func TestPartitionCountIsRecorded(t *testing.T) {
 	p = startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=5")
 	if code := p.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit status %d after the store was recreated", code)
+	}
+}
+
+// TestDataDirChecks: a data directory that is a file is refused; a missing one is created, with
+// a warning, since a typo or an unmounted volume would otherwise serve as an empty coordinator.
+func TestDataDirChecks(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantBadConfig(t, file, nil, nil, "--data-dir "+file+" is not a directory")
+
+	missing := filepath.Join(t.TempDir(), "not", "yet", "there")
+	p := startProc(t, missing)
+	waitForLog(t, p, regexp.MustCompile(`the data directory does not exist: creating it`))
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 }
 

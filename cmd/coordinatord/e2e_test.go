@@ -237,7 +237,7 @@ func TestDataDirInUse(t *testing.T) {
 	setGroupConfig(t, p, "first", "share.delivery.count.limit", "7")
 
 	_, stderr, code := runBinary(t, nil, serverArgs(dir)...)
-	if code != exitFailure || !strings.Contains(stderr, "--data-dir "+dir) || !strings.Contains(stderr, "is another process using it?") {
+	if code != exitFailure || !strings.Contains(stderr, "--data-dir "+dir) || !strings.Contains(stderr, "is in use: another process holds its lock") {
 		t.Fatalf("second server on the same data directory: exit status %d, want a refusal naming the directory\n%s", code, stderr)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -72,6 +73,14 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		return badConfig(err)
 	}
 
+	switch st, err := os.Stat(f.dataDir); {
+	case errors.Is(err, fs.ErrNotExist):
+		// A typo or a volume that is not mounted would otherwise look like a healthy, empty server.
+		logger.Warn("the data directory does not exist: creating it, with no state and no stored configuration",
+			zap.String("data_dir", f.dataDir))
+	case err == nil && !st.IsDir():
+		return badConfig(fmt.Errorf("--data-dir %s is not a directory", f.dataDir))
+	}
 	// Two servers on one data directory would overwrite each other's config store and fight over
 	// the state logs: the second is refused before it reads anything.
 	dirLock, err := statelog.LockDir(vfs.OS(), f.dataDir)

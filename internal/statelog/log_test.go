@@ -5,9 +5,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -314,8 +317,9 @@ func TestStickyFailure(t *testing.T) {
 func TestOpenLocksDirectory(t *testing.T) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, Options{})
-	if _, err := Open(zaptest.NewLogger(t), dir, Options{}); err == nil {
-		t.Fatal("second Open of a locked directory succeeded")
+	_, err := Open(zaptest.NewLogger(t), dir, Options{})
+	if !errors.Is(err, syscall.EWOULDBLOCK) || !strings.Contains(err.Error(), "is in use: another process holds its lock") {
+		t.Fatalf("second Open of a locked directory: %v, want it refused as in use", err)
 	}
 	if _, err := Repair(zaptest.NewLogger(t), dir, Options{}); err == nil {
 		t.Fatal("Repair of a locked directory succeeded")
@@ -324,6 +328,21 @@ func TestOpenLocksDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustOpen(t, dir, Options{})
+}
+
+// TestLockDirFailureNotInUse: a lock that fails for another reason than a holder (here
+// permission denied) is not reported as the directory being in use.
+func TestLockDirFailureNotInUse(t *testing.T) {
+	fsys := faultfs.Wrap(vfs.OS(), faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpLock {
+			return syscall.EACCES
+		}
+		return nil
+	}))
+	_, err := LockDir(fsys, t.TempDir())
+	if !errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "in use") {
+		t.Fatalf("LockDir with the lock file denied: %v, want the permission error, not \"in use\"", err)
+	}
 }
 
 func TestOptionsValidation(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -124,8 +125,11 @@ func LockDir(fsys FS, dir string) (io.Closer, error) {
 		}
 	}
 	lock, err := fsys.Lock(filepath.Join(dir, lockFileName))
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, fmt.Errorf("statelog: %s is in use: another process holds its lock: %w", dir, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("statelog: lock %s (is another process using it?): %w", dir, err)
+		return nil, fmt.Errorf("statelog: lock %s: %w", dir, err)
 	}
 	return lock, nil
 }

@@ -34,7 +34,8 @@ type FS interface {
 	// SyncDir makes the entries of dir (creations, renames, removals) durable.
 	SyncDir(dir string) error
 	// Lock takes an exclusive advisory lock on the file name (created if missing), held until
-	// the returned Closer is closed. It fails at once if another holder has the lock.
+	// the returned Closer is closed. It fails at once, with an error wrapping syscall.EWOULDBLOCK,
+	// if another holder has the lock.
 	Lock(name string) (io.Closer, error)
 	// OpenSyncer opens the file system that holds the directory dir for whole-file-system
 	// syncs. It fails where such a sync would not report write-back errors reliably.
