@@ -11,7 +11,8 @@ import (
 
 // newLogger builds the process logger: JSON when w is not a terminal (containers, files),
 // human-readable console output otherwise. Nothing is sampled here; the gRPC call logger samples
-// its own per-call entries below WARN (see service.NewServer).
+// its own per-call entries below WARN (see service.NewServer). Stack traces go only with panics:
+// an error entry already says what failed, and a failing disk can produce thousands of them.
 func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
@@ -28,7 +29,7 @@ func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 		enc = zapcore.NewJSONEncoder(cfg)
 	}
 	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
-	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)), nil
+	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.DPanicLevel)), nil
 }
 
 // isTerminal reports whether w is a character device (an interactive terminal).

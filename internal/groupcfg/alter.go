@@ -1,11 +1,13 @@
 package groupcfg
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -110,7 +112,7 @@ func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnl
 		m.logger.Error("config change not applied: the config store could not make it durable", zap.Error(err))
 		for _, i := range accepted {
 			results[i].ErrorCode = ErrUnknownServerError
-			results[i].ErrorMessage = "the change could not be made durable and was not applied: " + err.Error()
+			results[i].ErrorMessage = notDurable(err)
 		}
 		return results
 	}
@@ -150,6 +152,20 @@ func (m *Manager) checkNode(name string) *alterError {
 	}
 	return invalidRequest("BROKER resource %s is not this node: coordinatord configures only itself; name it \"\" or %q (its node id)",
 		show(nil, name), strconv.Itoa(int(m.nodeID)))
+}
+
+// notDurable is the answer to a change the config store could not make durable: the kind of
+// failure and the operating system's error, without the server's file names (they are in its
+// log).
+func notDurable(err error) string {
+	msg := "the change could not be made durable and was not applied: the config store could not be written"
+	if errno := syscall.Errno(0); errors.As(err, &errno) {
+		msg += " (" + errno.Error() + ")"
+	}
+	if errors.Is(err, errStoreFailed) {
+		msg += " earlier, and refuses changes until coordinatord is restarted"
+	}
+	return msg
 }
 
 // checkOps refuses malformed changes: duplicate names, unknown operations, missing values.

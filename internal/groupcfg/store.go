@@ -123,6 +123,9 @@ func decodeStore(path string, data []byte) (*storeState, error) {
 	return &st, nil
 }
 
+// errStoreFailed marks a write refused because an earlier one left the store file uncertain.
+var errStoreFailed = errors.New("config store failed")
+
 // store keeps a storeState durable in one file under <dataDir>/config, replaced atomically.
 // It is used by one goroutine at a time (the Manager's admin lock).
 type store struct {
@@ -174,7 +177,7 @@ func (s *store) path() string { return filepath.Join(s.dir, storeFileName) }
 // new one), and st must not be treated as acknowledged.
 func (s *store) write(st *storeState) error {
 	if s.failed != nil {
-		return fmt.Errorf("config store %s failed earlier (%v); restart coordinatord to recover", s.path(), s.failed)
+		return fmt.Errorf("%w: config store %s failed earlier (%v); restart coordinatord to recover", errStoreFailed, s.path(), s.failed)
 	}
 	data, err := encodeStore(st)
 	if err != nil {
