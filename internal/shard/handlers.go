@@ -23,10 +23,12 @@ func invalid(msg string) Result { return Result{Code: ErrInvalidRequest, Message
 
 func withDefault(c ErrorCode) Result { return Result{Code: c, Message: c.DefaultMessage()} }
 
-// generationFailed is the result of an operation whose record could not be produced; Kafka fails
-// such an operation with UNKNOWN_SERVER_ERROR (e.g. MESSAGE_TOO_LARGE, as Kafka's coordinator
-// runtime does).
-func generationFailed(err error) Result {
+// generationFailed is the result of an operation on k whose record could not be produced (a
+// record over the log's record limit); Kafka fails such an operation with UNKNOWN_SERVER_ERROR
+// (MESSAGE_TOO_LARGE inside its coordinator runtime). It is logged: the key cannot take another
+// snapshot until its state shrinks or it is deleted.
+func (m *machine) generationFailed(k Key, err error) Result {
+	m.logger.Warn("cannot write the state record of a share partition; the operation is refused", zap.Stringer("key", k), zap.Error(err))
 	return Result{Code: ErrUnknownServerError, Message: "Unable to write share group state: " + err.Error()}
 }
 
@@ -97,7 +99,7 @@ func (m *machine) write(r *WriteRequest, p *pending) Result {
 		return withDefault(ErrFencedStateEpoch)
 	}
 	if err := m.writeShareState(p, e, r, false); err != nil {
-		return generationFailed(err)
+		return m.generationFailed(r.Key, err)
 	}
 	return Result{}
 }
@@ -128,7 +130,7 @@ func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
 		StartOffset: e.startOffset, DeliveryCompleteCount: e.dcc,
 	}
 	if err := m.writeShareState(p, e, &claim, true); err != nil {
-		return ReadResult{Result: generationFailed(err)}
+		return ReadResult{Result: m.generationFailed(r.Key, err)}
 	}
 	return res
 }
@@ -217,7 +219,7 @@ func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
 		StartOffset: r.StartOffset, CreateTimestamp: now, WriteTimestamp: now, DeliveryCompleteCount: dcc,
 	}
 	if err := m.writeSnapshot(p, mk, e, &v); err != nil {
-		return generationFailed(err)
+		return m.generationFailed(r.Key, err)
 	}
 	return Result{}
 }
@@ -233,7 +235,7 @@ func (m *machine) delete(r *DeleteRequest, p *pending) Result {
 		return Result{}
 	}
 	if err := m.writeTombstone(p, e); err != nil {
-		return generationFailed(err)
+		return m.generationFailed(r.Key, err)
 	}
 	return Result{}
 }

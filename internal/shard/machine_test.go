@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 var (
@@ -793,4 +797,33 @@ func TestLastRedundantOffsetWithTombstones(t *testing.T) {
 		t.Fatalf("after deleting every key: got %d, want 5 (the tombstone)", got)
 	}
 	assertSameMachine(t, h.reopened(), h.m)
+}
+
+// TestRecordTooLarge: an operation whose record would exceed the log's record limit is refused
+// with UNKNOWN_SERVER_ERROR naming the sizes, logged with the key, and changes nothing.
+func TestRecordTooLarge(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	h := newHarness(t, 0) // limit 0: every write is a snapshot of the whole state
+	h.m = newMachine(zap.New(core), h.limits, h.clock.Now, 10*time.Second, 1024)
+	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+		t.Fatal(res)
+	}
+	h.records()
+	var many []StateBatch
+	for i := int64(0); i < 200; i += 2 {
+		many = append(many, sb(i, i, 0, 1))
+	}
+	before := h.m.view(testKey)
+	res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: many})
+	if res.Code != ErrUnknownServerError || !strings.Contains(res.Message, "exceeds the maximum record size of 1024 bytes") {
+		t.Fatalf("write of an oversized state: %+v", res)
+	}
+	h.noRecord()
+	if after := h.m.view(testKey); !reflect.DeepEqual(after, before) {
+		t.Fatalf("a refused write changed the state: %+v, was %+v", after, before)
+	}
+	entries := logs.FilterMessageSnippet("cannot write the state record").All()
+	if len(entries) != 1 || entries[0].ContextMap()["key"] != testKey.String() {
+		t.Fatalf("log entries %+v, want one warning naming the key", entries)
+	}
 }
