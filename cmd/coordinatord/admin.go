@@ -5,6 +5,7 @@ import (
 	"net/http"
 	httppprof "net/http/pprof"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,9 +20,11 @@ import (
 //     that is not, saying why (readiness detail for operators). /readyz?exclude=failed does not
 //     count partitions that failed to load (a damaged log waits for an operator) against
 //     readiness, still listing them: it turns 200 once every partition has finished loading, as
-//     the gRPC health service does — the probe to use where gRPC probes cannot (TLS).
+//     the gRPC health service does — the probe to use where gRPC probes cannot (TLS). Both answer
+//     503 once stopping is set (the server drains its calls before it exits), as the gRPC health
+//     service turns NOT_SERVING.
 //   - /debug/pprof/: Go's runtime profiles, only with pprof (--enable-pprof).
-func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool) *http.ServeMux {
+func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, stopping *atomic.Bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	if pprof {
 		mux.HandleFunc("GET /debug/pprof/", httppprof.Index)
@@ -43,6 +46,10 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool) *h
 				return
 			}
 			excludeFailed = true
+		}
+		if stopping.Load() {
+			http.Error(w, "shutting down: draining the calls in flight", http.StatusServiceUnavailable)
+			return
 		}
 		var detail strings.Builder
 		active, ready := 0, 0

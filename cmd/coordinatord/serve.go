@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -146,7 +147,8 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	})
 	sec.reloadOnHangup(ctx)
 
-	httpSrv := &http.Server{Handler: newAdminMux(reg, shards, f.pprof), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig()}
+	var stopping atomic.Bool
+	httpSrv := &http.Server{Handler: newAdminMux(reg, shards, f.pprof, &stopping), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig()}
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr("gRPC", srv.GRPC.Serve(grpcLis)) }()
 	go func() {
@@ -183,7 +185,10 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	drain := time.Duration(broker.ShutdownDrainTimeoutMs()) * time.Millisecond
 	drainCtx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
-	srv.Shutdown(drainCtx) // NOT_SERVING, stop accepting, drain in-flight calls
+	stopping.Store(true)         // /readyz: 503 while draining
+	if !srv.Shutdown(drainCtx) { // NOT_SERVING, stop accepting, drain in-flight calls
+		logger.Warn("the drain timed out: calls still in flight were cancelled (shutdown.drain.timeout.ms)", zap.Duration("timeout", drain))
+	}
 	<-loaded
 	closeShards(logger, shards) // commit what was accepted, close every log
 	if syncGroup != nil {

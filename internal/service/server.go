@@ -141,8 +141,9 @@ func (s *Server) SetServing(serving bool) {
 }
 
 // Shutdown marks the server NOT_SERVING for good, stops accepting calls and waits for calls in
-// flight to finish; when ctx ends first, the remaining calls are cancelled.
-func (s *Server) Shutdown(ctx context.Context) {
+// flight to finish; when ctx ends first, the remaining calls are cancelled. It reports whether
+// every call finished by itself.
+func (s *Server) Shutdown(ctx context.Context) (drained bool) {
 	s.health.Shutdown()
 	done := make(chan struct{})
 	go func() {
@@ -151,9 +152,11 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}()
 	select {
 	case <-done:
+		return true
 	case <-ctx.Done():
 		s.GRPC.Stop()
 		<-done
+		return false
 	}
 }
 
