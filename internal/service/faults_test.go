@@ -262,6 +262,20 @@ func TestDiskFaultsUnderLoad(t *testing.T) {
 			if !named {
 				t.Fatalf("no retriable answer named the cause %q", fault.text)
 			}
+			// Answers given while the partition reloads after the failed append name it too.
+			loading := 0
+			for _, w := range writers {
+				w.causes.Range(func(k, _ any) bool {
+					if msg := k.(string); strings.HasPrefix(msg, "The coordinator is loading") {
+						loading++
+						if !strings.Contains(msg, fault.text) {
+							t.Errorf("a LOAD_IN_PROGRESS answer during the fault does not name it: %q", msg)
+						}
+					}
+					return true
+				})
+			}
+			t.Logf("%d distinct LOAD_IN_PROGRESS messages during the fault", loading)
 
 			// The fault clears: the partition serves again.
 			fx.fs[victim].SetInjector(nil)

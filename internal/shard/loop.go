@@ -66,7 +66,7 @@ func (s *Shard) run() {
 // replays it), in one pass over the log: each frame is verified and its records applied as it is
 // read. It returns how long that took.
 func (s *Shard) load() (time.Duration, error) {
-	s.setStatus(Loading, nil, 0)
+	s.setStatus(Loading, s.appendErr, 0) // a reload after a failed append says why
 	s.closeLog()
 	s.m.reset()
 	started := time.Now()
@@ -90,7 +90,7 @@ func (s *Shard) load() (time.Duration, error) {
 		}
 		return 0, fmt.Errorf("load state log %s: %w", s.dir, err)
 	}
-	s.durableEnd = nil
+	s.durableEnd, s.appendErr = nil, nil
 	s.mu.Lock()
 	s.log = l
 	s.mu.Unlock()
@@ -451,6 +451,7 @@ func (s *Shard) prune() (int64, error) {
 func (s *Shard) flush() bool {
 	if s.pend.len() > 0 {
 		if err := s.appendPending(); err != nil {
+			s.appendErr = err
 			s.logger.Error("appending to the state log failed; reloading the state partition", zap.Error(err))
 			r := notAvailable("The coordinator is not available: appending to the state log failed: " + storageFailure(err) + ".")
 			for _, o := range s.batch {

@@ -45,8 +45,8 @@ func (s State) String() string {
 	return "state(" + strconv.Itoa(int(s)) + ")"
 }
 
-// Status is a snapshot of a shard's lifecycle: its State, the error that made it Failed, and the
-// duration of its last completed load.
+// Status is a snapshot of a shard's lifecycle: its State, the error that made it Failed (or, while
+// Loading, the failed append it reloads after), and the duration of its last completed load.
 type Status struct {
 	State        State
 	Err          error
@@ -120,8 +120,10 @@ type Shard struct {
 	carry      *op           // a control operation met while collecting a batch
 	jobDone    chan<- opKind // tests: told after each timer-driven job
 	// durableEnd, when not nil, is the end offset after the last successful append of a log
-	// whose append failed; loads truncate the log to it until one succeeds.
+	// whose append failed; loads truncate the log to it until one succeeds. appendErr is that
+	// failure, shown in the Loading status while the log is reloaded.
 	durableEnd *int64
+	appendErr  error
 
 	// Mirrors for Stats and LastRedundantOffset, updated after each commit.
 	keys       atomic.Int64
@@ -463,6 +465,15 @@ func (s *Shard) gate() (Result, bool) {
 	case Active:
 		return Result{}, true
 	case Loading:
+		st := s.Status()
+		switch {
+		case st.State != Loading:
+			return s.gate() // it changed meanwhile
+		case st.Err != nil:
+			return Result{Code: ErrCoordinatorLoadInProgress, Message: fmt.Sprintf(
+				"The coordinator is loading: state partition %d is reloading its log after an append failed: %s.",
+				s.opts.Partition, storageFailure(st.Err))}, false
+		}
 		return withDefault(ErrCoordinatorLoadInProgress), false
 	case Closed:
 		return s.closedResult(), false
