@@ -5,14 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
@@ -252,6 +259,37 @@ func TestDataDirInUse(t *testing.T) {
 	}
 	if c := desc.GetResults()[0].GetConfigs(); len(c) != 1 || c[0].GetValue() != "7" {
 		t.Errorf("group config after the refused second start and a restart = %v, want 7", c)
+	}
+}
+
+// TestConnectionLimit: with grpc.max.connections=2, connections beyond the limit wait until one
+// closes: idle TCP connections cannot shut clients out for good, nor use up descriptors.
+func TestConnectionLimit(t *testing.T) {
+	p := startProc(t, t.TempDir(), "--override", "grpc.max.connections=2")
+	// p's own client holds one connection; one idle raw connection takes the other slot.
+	setGroupConfig(t, p, "before", "share.delivery.count.limit", "7")
+	idle, err := net.Dial("tcp", p.grpcAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := health.Check(short, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a third connection was served while two were open: %v", err)
+	}
+	if err := idle.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := health.Check(ctxT(t), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("the waiting connection was not served once a slot freed: %v", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/service"
@@ -110,6 +111,7 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		return badConfig(fmt.Errorf("--listen %s: %w", f.listen, err))
 	}
 	defer func() { _ = grpcLis.Close() }()
+	grpcLis = netutil.LimitListener(grpcLis, broker.GRPCMaxConnections())
 	metricsLis, err := net.Listen("tcp", f.metricsListen)
 	if err != nil {
 		return badConfig(fmt.Errorf("--metrics-listen %s: %w", f.metricsListen, err))

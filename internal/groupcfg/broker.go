@@ -174,6 +174,9 @@ func (b Broker) GRPCMaxRecvMessageBytes() int { return b.intOf(keyGRPCMaxRecvMes
 // GRPCMaxConcurrentStreams is grpc.max.concurrent.streams.
 func (b Broker) GRPCMaxConcurrentStreams() int { return b.intOf(keyGRPCMaxConcurrentStream) }
 
+// GRPCMaxConnections is grpc.max.connections.
+func (b Broker) GRPCMaxConnections() int { return b.intOf(keyGRPCMaxConnections) }
+
 // GRPCKeepaliveMinTimeMs is grpc.keepalive.min.time.ms (keepalive enforcement).
 func (b Broker) GRPCKeepaliveMinTimeMs() int64 { return b.longOf(keyGRPCKeepaliveMinTimeMs) }
 

@@ -40,6 +40,7 @@ const (
 	keyMaxPartitionsPerRequest = "max.partitions.per.request"
 	keyGRPCMaxRecvMessageBytes = "grpc.max.recv.message.bytes"
 	keyGRPCMaxConcurrentStream = "grpc.max.concurrent.streams"
+	keyGRPCMaxConnections      = "grpc.max.connections"
 	keyGRPCKeepaliveMinTimeMs  = "grpc.keepalive.min.time.ms"
 	keyGRPCKeepaliveTimeMs     = "grpc.keepalive.time.ms"
 	keyGRPCKeepaliveTimeoutMs  = "grpc.keepalive.timeout.ms"
@@ -330,6 +331,13 @@ func Definitions() []Definition {
 			Name: keyGRPCMaxConcurrentStream, Type: TypeInt, Default: "1024", Validator: Between(1, 1000000),
 			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
 			Doc: "The most concurrent gRPC streams (in-flight RPCs) per client connection.",
+		},
+		{
+			Name: keyGRPCMaxConnections, Type: TypeInt, Default: "4096", Validator: Between(1, 1000000),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "The most client connections the gRPC port holds open at once. Further connections wait in the " +
+				"listen backlog until one closes, so that connections alone, idle ones included, cannot use up the " +
+				"file descriptors that the state logs need.",
 		},
 		{
 			Name: keyGRPCKeepaliveMinTimeMs, Type: TypeLong, Default: "10000", Validator: AtLeast(0),
