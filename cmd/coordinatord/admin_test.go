@@ -1,14 +1,21 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestReadyzWhileStopping: once the server is draining its calls before exit, both readiness
@@ -35,5 +42,44 @@ func TestReadyzWhileStopping(t *testing.T) {
 	}
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz while stopping = %d, want 200: the process is still alive", code)
+	}
+}
+
+// TestDrainCalls: the drain ends when the calls do, at its timeout (logged), or at a second stop
+// signal (logged), whichever comes first.
+func TestDrainCalls(t *testing.T) {
+	untilCancelled := func(ctx context.Context) bool { <-ctx.Done(); return false }
+	for _, tc := range []struct {
+		name     string
+		shutdown func(context.Context) bool
+		timeout  time.Duration
+		signal   bool
+		logged   string
+	}{
+		{"calls finish", func(context.Context) bool { return true }, time.Minute, false, ""},
+		{"timeout", untilCancelled, 50 * time.Millisecond, false, "the drain ended before every call finished"},
+		{"second signal", untilCancelled, time.Hour, true, "second stop signal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.WarnLevel)
+			again := make(chan os.Signal, 1)
+			if tc.signal {
+				again <- syscall.SIGTERM
+			}
+			done := make(chan struct{})
+			go func() {
+				drainCalls(zap.New(core), tc.shutdown, tc.timeout, again)
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the drain did not end")
+			}
+			got := logs.FilterMessageSnippet(tc.logged).Len()
+			if tc.logged == "" && logs.Len() != 0 || tc.logged != "" && got == 0 {
+				t.Fatalf("log %v, want %q", logs.All(), tc.logged)
+			}
+		})
 	}
 }

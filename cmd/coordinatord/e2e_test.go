@@ -293,6 +293,35 @@ func TestConnectionLimit(t *testing.T) {
 	}
 }
 
+// TestWatchDoesNotHoldShutdown: a health Watch stream, which never ends by itself, does not hold
+// a graceful shutdown for its whole drain timeout (here ten minutes): once no unary call runs,
+// the watch is closed and the process exits 0.
+func TestWatchDoesNotHoldShutdown(t *testing.T) {
+	p := startProc(t, t.TempDir(), "--override", "shutdown.drain.timeout.ms=600000")
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	watch, err := healthpb.NewHealthClient(conn).Watch(ctxT(t), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d\n%s", code, p.log())
+	}
+	if took := time.Since(began); took > 30*time.Second {
+		t.Fatalf("shutdown with a health watch open took %v", took)
+	}
+	if strings.Contains(p.log(), "the drain ended before every call finished") {
+		t.Fatalf("the watch counted as a call the drain cut short\n%s", p.log())
+	}
+}
+
 // TestHangupWithoutTLS: without TLS there is nothing for SIGHUP to reload; the server logs it and
 // keeps serving instead of dying without a drain.
 func TestHangupWithoutTLS(t *testing.T) {

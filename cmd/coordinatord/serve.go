@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -185,12 +187,11 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	}
 
 	drain := time.Duration(broker.ShutdownDrainTimeoutMs()) * time.Millisecond
-	drainCtx, cancel := context.WithTimeout(context.Background(), drain)
-	defer cancel()
-	stopping.Store(true)         // /readyz: 503 while draining
-	if !srv.Shutdown(drainCtx) { // NOT_SERVING, stop accepting, drain in-flight calls
-		logger.Warn("the drain timed out: calls still in flight were cancelled (shutdown.drain.timeout.ms)", zap.Duration("timeout", drain))
-	}
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(again)
+	stopping.Store(true) // /readyz: 503 while draining
+	drainCalls(logger, srv.Shutdown, drain, again)
 	<-loaded
 	closeShards(logger, shards) // commit what was accepted, close every log
 	if syncGroup != nil {
@@ -198,9 +199,32 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 			logger.Error("close the file-system sync group", zap.Error(err))
 		}
 	}
-	_ = httpSrv.Shutdown(drainCtx)
+	httpCtx, cancel := context.WithTimeout(context.Background(), min(drain, 5*time.Second)) // a scrape or probe in progress
+	defer cancel()
+	_ = httpSrv.Shutdown(httpCtx)
 	logger.Info("stopped")
 	return runErr
+}
+
+// drainCalls runs shutdown (the gRPC server's: NOT_SERVING, stop accepting, wait for the calls in
+// flight) for at most timeout, or until a signal arrives on again: a second SIGINT or SIGTERM
+// cuts the drain short, as an operator pressing Ctrl-C twice means. Calls cancelled that way are
+// logged.
+func drainCalls(logger *zap.Logger, shutdown func(context.Context) bool, timeout time.Duration, again <-chan os.Signal) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-again:
+			logger.Warn("second stop signal: cancelling the calls still in flight")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if !shutdown(ctx) {
+		logger.Warn("the drain ended before every call finished: the rest were cancelled",
+			zap.Duration("shutdown.drain.timeout.ms", timeout))
+	}
 }
 
 // checkPartitionDirs refuses a partition count that the state partition directories already in

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -52,6 +53,43 @@ type ServerOptions struct {
 type Server struct {
 	GRPC   *grpc.Server
 	health *health.Server
+	calls  unaryCalls
+}
+
+// unaryCalls counts the unary calls being handled, so that a drain can tell when only streams
+// (health watches, which never end by themselves) are left.
+type unaryCalls struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil until someone waits
+}
+
+func (u *unaryCalls) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	u.mu.Lock()
+	u.n++
+	u.mu.Unlock()
+	defer func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.n--; u.n == 0 && u.idle != nil {
+			close(u.idle)
+			u.idle = nil
+		}
+	}()
+	return handler(ctx, req)
+}
+
+// done returns a channel closed once no unary call is being handled.
+func (u *unaryCalls) done() <-chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	ch := make(chan struct{})
+	if u.n == 0 {
+		close(ch)
+	} else {
+		u.idle = ch
+	}
+	return ch
 }
 
 // Health service names reported by Server: the overall status ("") and one per API service.
@@ -88,7 +126,9 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 		return status.Error(codes.Internal, "internal error")
 	})
 
+	s := &Server{health: health.NewServer()}
 	unary := []grpc.UnaryServerInterceptor{
+		s.calls.intercept,
 		srvMetrics.UnaryServerInterceptor(),
 		selector.UnaryServerInterceptor(unaryCallLogger(callLogger), notHealth),
 	}
@@ -119,7 +159,7 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 		serverOpts = append(serverOpts, grpc.Creds(opts.Credentials))
 	}
 
-	s := &Server{GRPC: grpc.NewServer(serverOpts...), health: health.NewServer()}
+	s.GRPC = grpc.NewServer(serverOpts...)
 	pb.RegisterShareCoordinatorServiceServer(s.GRPC, state)
 	pb.RegisterConfigServiceServer(s.GRPC, cfg)
 	healthpb.RegisterHealthServer(s.GRPC, s.health)
@@ -140,9 +180,10 @@ func (s *Server) SetServing(serving bool) {
 	}
 }
 
-// Shutdown marks the server NOT_SERVING for good, stops accepting calls and waits for calls in
-// flight to finish; when ctx ends first, the remaining calls are cancelled. It reports whether
-// every call finished by itself.
+// Shutdown marks the server NOT_SERVING for good, stops accepting calls and waits for the unary
+// calls in flight to finish; streams still open then (health watches, which never end by
+// themselves) are closed. When ctx ends first, every remaining call is cancelled. It reports
+// whether the unary calls all finished by themselves.
 func (s *Server) Shutdown(ctx context.Context) (drained bool) {
 	s.health.Shutdown()
 	done := make(chan struct{})
@@ -150,12 +191,41 @@ func (s *Server) Shutdown(ctx context.Context) (drained bool) {
 		s.GRPC.GracefulStop()
 		close(done)
 	}()
+	idle := s.calls.done()
+	for {
+		select {
+		case <-done:
+			return true
+		case <-ctx.Done():
+			s.GRPC.Stop()
+			<-done
+			return false
+		case <-idle:
+			// No unary call is running. A call whose request is still arriving gets a moment to
+			// start; if none did, what is left are streams.
+			select {
+			case <-done:
+				return true
+			case <-time.After(idleGrace):
+			}
+			if idle = s.calls.done(); isClosed(idle) {
+				s.GRPC.Stop()
+				<-done
+				return true
+			}
+		}
+	}
+}
+
+// idleGrace is how long a drain waits, once no unary call runs, for a call still being received
+// before it closes the remaining streams.
+const idleGrace = 200 * time.Millisecond
+
+func isClosed(ch <-chan struct{}) bool {
 	select {
-	case <-done:
+	case <-ch:
 		return true
-	case <-ctx.Done():
-		s.GRPC.Stop()
-		<-done
+	default:
 		return false
 	}
 }

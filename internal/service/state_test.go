@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
@@ -375,5 +376,94 @@ func TestShutdownWithCallsInFlight(t *testing.T) {
 	wg.Wait()
 	if ok+failed != 64 {
 		t.Fatalf("answered %d of 64 calls", ok+failed)
+	}
+}
+
+// blocking is a partition whose writes wait until release is closed or their context ends.
+type blocking struct {
+	Partition
+	started chan<- struct{}
+	release <-chan struct{}
+}
+
+func (b blocking) Write(ctx context.Context, r shard.WriteRequest) shard.Result {
+	b.started <- struct{}{}
+	select {
+	case <-b.release:
+		return b.Partition.Write(ctx, r)
+	case <-ctx.Done():
+		return shard.Result{Code: shard.ErrCoordinatorNotAvailable, Message: "cancelled"}
+	}
+}
+
+// TestShutdownDrainsUnaryCallsNotWatches: a drain waits for the unary calls being handled, not
+// for health watches (which never end by themselves); a unary call still running when the drain
+// ends is cancelled and Shutdown reports it.
+func TestShutdownDrainsUnaryCallsNotWatches(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		release     bool // the blocked write finishes while the drain waits
+		wantDrained bool
+	}{
+		{"a watch alone", false, true},
+		{"a write that finishes", true, true},
+		{"a write that outlasts the drain", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started, release := make(chan struct{}, 1), make(chan struct{})
+			ts := startServer(t, testOptions{wrap: func(ps []Partition) []Partition {
+				out := make([]Partition, len(ps))
+				for i, p := range ps {
+					out[i] = blocking{p, started, release}
+				}
+				return out
+			}})
+			ts.srv.SetServing(true)
+			ctx := ctxT(t)
+			if _, err := ts.state.InitializeShareGroupState(ctx, initReq("g", topicA, 0, 0, 0)); err != nil {
+				t.Fatal(err)
+			}
+			watch, err := healthpb.NewHealthClient(ts.conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := watch.Recv(); err != nil {
+				t.Fatal(err)
+			}
+			writeErr := make(chan error, 1)
+			if tc.name != "a watch alone" {
+				go func() {
+					_, err := ts.state.WriteShareGroupState(ctx, writeReq("g", topicA, 0, 0, 0, 0, batch(0, 0, 2, 1)))
+					writeErr <- err
+				}()
+				<-started
+			}
+			if tc.release {
+				time.AfterFunc(300*time.Millisecond, func() { close(release) })
+			}
+			timeout := time.Minute
+			if !tc.wantDrained {
+				timeout = 500 * time.Millisecond
+			}
+			drainCtx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if drained := ts.srv.Shutdown(drainCtx); drained != tc.wantDrained {
+				t.Fatalf("Shutdown reported drained=%v, want %v", drained, tc.wantDrained)
+			}
+			if tc.wantDrained && drainCtx.Err() != nil {
+				t.Fatal("the drain waited for its whole timeout")
+			}
+			if tc.name != "a watch alone" {
+				err := <-writeErr
+				if tc.release && err != nil {
+					t.Fatalf("the write that finished during the drain failed: %v", err)
+				}
+				if !tc.release && status.Code(err) == codes.OK {
+					t.Fatal("the write that outlasted the drain was not cancelled")
+				}
+			}
+			<-ts.serveErr
+			ts.serveErr <- nil // for the cleanup, which shuts down again
+		})
 	}
 }
