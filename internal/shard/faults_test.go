@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -240,5 +241,57 @@ func TestShardCrashRecovery(t *testing.T) {
 			close(stop)
 			wg.Wait()
 		})
+	}
+}
+
+// TestRepeatedAppendFailuresBackOff: a first failed append reloads the partition at once; when
+// appends keep failing, the next reload waits, calls meanwhile are answered
+// COORDINATOR_LOAD_IN_PROGRESS naming the failure, and closing the shard does not wait for it.
+func TestRepeatedAppendFailuresBackOff(t *testing.T) {
+	fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
+	ts := newTestShard(t, Options{
+		DataDir:      "/data",
+		Log:          statelog.Options{FS: fsys},
+		RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour, // the wait is then maxAppendBackoff
+	})
+	s := ts.open(nil)
+	waitState(t, s, Active)
+	ctx := context.Background()
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	fsys.SetInjector(faultfs.Match(faultfs.OnKinds(faultfs.OpWrite), syscall.ENOSPC))
+
+	write := func() Result {
+		return s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))})
+	}
+	if r := write(); r.Code != ErrCoordinatorNotAvailable {
+		t.Fatalf("first failed append: %+v", r)
+	}
+	waitState(t, s, Active) // reloaded at once
+	if r := write(); r.Code != ErrCoordinatorNotAvailable {
+		t.Fatalf("second failed append: %+v", r)
+	}
+	// Now it waits before reloading, and says why.
+	waitState(t, s, Loading)
+	st := s.Status()
+	if st.State != Loading || !errors.Is(st.Err, syscall.ENOSPC) {
+		t.Fatalf("status after a second failure in a row: %+v, want Loading with the failure", st)
+	}
+	if r := write(); r.Code != ErrCoordinatorLoadInProgress || !strings.Contains(r.Message, "no space left on device") {
+		t.Fatalf("a call while the reload waits: %+v, want LOAD_IN_PROGRESS naming the failure", r)
+	}
+	// A reload of this small log takes well under a millisecond; the wait is seconds.
+	failed := ts.log()
+	time.Sleep(300 * time.Millisecond)
+	if st := s.Status(); st.State != Loading || ts.log() != failed {
+		t.Fatalf("the reload did not wait: status %+v, log reopened %v", st, ts.log() != failed)
+	}
+	fsys.SetInjector(nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The unacknowledged batches were cut: the key holds only what Initialize made durable.
+	s2 := ts.active(nil)
+	if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != ErrNone || len(got.StateBatches) != 0 {
+		t.Fatalf("after the failures and a reopen: %+v, want the initialized state only", got)
 	}
 }

@@ -16,6 +16,8 @@ import (
 func (s *Shard) run() {
 	defer close(s.done)
 	backoff := s.opts.RetryBackoff
+	var appendBackoff time.Duration // wait before a reload after a failed append; 0: none
+	var lastAppendFailure time.Time
 	for {
 		took, err := s.load()
 		if errors.Is(err, errStopping) {
@@ -59,7 +61,35 @@ func (s *Shard) run() {
 		if s.metrics != nil {
 			s.metrics.reloads.Inc()
 		}
+		// A first failure reloads at once. Failures that keep coming (a full or failing disk)
+		// space the reloads out, each a replay of the whole log, while calls are answered
+		// COORDINATOR_LOAD_IN_PROGRESS naming the failure.
+		appendBackoff = s.nextAppendBackoff(appendBackoff, lastAppendFailure)
+		lastAppendFailure = time.Now()
+		if appendBackoff > 0 {
+			s.setStatus(Loading, s.appendErr, 0)
+			if !s.waitFailed(appendBackoff) {
+				s.cutToDurableEnd()
+				s.shutdown()
+				return
+			}
+		}
 	}
+}
+
+// maxAppendBackoff bounds the wait between reloads after failed appends, so that a partition
+// serves again soon after its disk recovers.
+const maxAppendBackoff = 5 * time.Second
+
+// nextAppendBackoff is the wait before the reload after a failed append, given the previous
+// wait and when the previous append failure happened: none after an isolated failure, else
+// RetryBackoff doubling up to min(MaxRetryBackoff, maxAppendBackoff).
+func (s *Shard) nextAppendBackoff(prev time.Duration, lastFailure time.Time) time.Duration {
+	limit := min(s.opts.MaxRetryBackoff, maxAppendBackoff)
+	if lastFailure.IsZero() || time.Since(lastFailure) > limit+prev {
+		return 0
+	}
+	return min(max(2*prev, s.opts.RetryBackoff), limit)
 }
 
 // load (re)opens the log and replays it into a fresh state (as Kafka's ShareCoordinatorShard
