@@ -100,8 +100,11 @@ func edgeCases(t *testing.T, d *Definition, lo, hi int64) []edgeCase {
 	switch d.Name {
 	case keyAutoOffsetReset:
 		return []edgeCase{
-			{value: "earliest", ok: true}, {value: "latest", ok: true}, {value: "LATEST", ok: true},
+			{value: "earliest", ok: true}, {value: "latest", ok: true}, {value: "by_duration:pt1h", ok: true},
 			{value: "by_duration:PT0S", ok: true}, {value: "by_duration:P1DT2H30M", ok: true}, {value: "by_duration:PT1.5S", ok: true},
+			// Kafka's keywords are lower case only.
+			{value: "LATEST", mustIn: []string{"lower case"}}, {value: "Earliest", mustIn: []string{"lower case"}},
+			{value: "BY_DURATION:PT1H", mustIn: []string{"lower case"}},
 			{value: "none", mustIn: []string{d.Name, "none", "earliest, latest or by_duration"}},
 			{value: "by_duration:-PT1H", mustIn: []string{"negative"}},
 			{value: "by_duration:PT-0.5S", mustIn: []string{"negative"}},

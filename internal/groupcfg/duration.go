@@ -65,15 +65,15 @@ func parseISODuration(s string) (negative bool, err error) {
 }
 
 // checkAutoOffsetReset is the rule of share.auto.offset.reset: earliest, latest or
-// by_duration:<non-negative ISO-8601 duration>, case-insensitive as in Kafka.
+// by_duration:<non-negative ISO-8601 duration>. As in Kafka, the keywords are lower case and
+// the duration's letters may be either case.
 func checkAutoOffsetReset(text string) error {
-	lower := strings.ToLower(text)
-	if lower == "earliest" || lower == "latest" {
+	if text == "earliest" || text == "latest" {
 		return nil
 	}
 	const prefix = "by_duration:"
-	if !strings.HasPrefix(lower, prefix) {
-		return errors.New("must be earliest, latest or by_duration:<ISO-8601 duration>")
+	if !strings.HasPrefix(text, prefix) {
+		return errors.New("must be earliest, latest or by_duration:<ISO-8601 duration> (keywords in lower case)")
 	}
 	negative, err := parseISODuration(text[len(prefix):])
 	if err != nil {
