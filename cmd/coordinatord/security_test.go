@@ -281,6 +281,12 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 			t.Fatalf("served serial %s after a broken replacement, want the previous %s", got, rotated.Leaf.SerialNumber)
 		}
 		waitForLog(t, p, regexp.MustCompile(`TLS reload failed`))
+		// So is an expired one: clients would refuse it.
+		writeKeyPair(t, fx.ca.IssueExpired(t, pkix.Name{CommonName: "coordinatord-old"}), fx.certFile, fx.keyFile)
+		if got := servedSerial(t, p.grpcAddr, fx.clientTLS(t, brokerSubject())); got != rotated.Leaf.SerialNumber.String() {
+			t.Fatalf("served serial %s after an expired replacement, want the previous %s", got, rotated.Leaf.SerialNumber)
+		}
+		waitForLog(t, p, regexp.MustCompile(`TLS reload failed.*the certificate expired at`))
 
 		// SIGHUP re-reads the files too; the process keeps running.
 		again := fx.ca.Issue(t, pkix.Name{CommonName: "coordinatord-hup"}, true)
@@ -363,6 +369,8 @@ func TestSecurityConfigErrors(t *testing.T) {
 	other := testcert.NewCA(t, "other")
 	mismatchedKey := filepath.Join(fx.dir, "other-key.pem")
 	writeKeyPair(t, other.Issue(t, pkix.Name{CommonName: "x"}, true), filepath.Join(fx.dir, "other.pem"), mismatchedKey)
+	expiredCert, expiredKey := filepath.Join(fx.dir, "expired.pem"), filepath.Join(fx.dir, "expired-key.pem")
+	writeKeyPair(t, fx.ca.IssueExpired(t, pkix.Name{CommonName: "old"}), expiredCert, expiredKey)
 	emptyCA := filepath.Join(fx.dir, "empty-ca.pem")
 	if err := os.WriteFile(emptyCA, []byte("no certificates here\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -395,6 +403,8 @@ func TestSecurityConfigErrors(t *testing.T) {
 		{"metrics TLS without TLS", o("metrics.tls.enabled=true"), []string{"metrics.tls.enabled=true needs tls.enabled=true"}},
 		{"missing certificate file", o("tls.enabled=true", "tls.cert.file="+filepath.Join(fx.dir, "absent.pem"), "tls.key.file="+fx.keyFile),
 			[]string{"tls.cert.file=" + filepath.Join(fx.dir, "absent.pem"), "no such file"}},
+		{"expired certificate", o("tls.enabled=true", "tls.cert.file="+expiredCert, "tls.key.file="+expiredKey),
+			[]string{"tls.cert.file=" + expiredCert, "the certificate expired at", "renew it"}},
 		{"key of another certificate", o("tls.enabled=true", "tls.cert.file="+fx.certFile, "tls.key.file="+mismatchedKey),
 			[]string{"tls.key.file=" + mismatchedKey, "does not match"}},
 		{"client CA file without certificates", o("tls.enabled=true", "tls.cert.file="+fx.certFile, "tls.key.file="+fx.keyFile,

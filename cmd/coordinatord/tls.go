@@ -87,10 +87,6 @@ func newCertStore(logger *zap.Logger, files certFiles, metrics *tlsMetrics) (*ce
 		return nil, err
 	}
 	s.install(m, stamps)
-	if time.Now().After(m.leaf.NotAfter) {
-		logger.Warn("the TLS certificate has expired; clients will refuse it",
-			zap.String("file", files.cert), zap.Time("not_after", m.leaf.NotAfter))
-	}
 	return s, nil
 }
 
@@ -126,6 +122,7 @@ func (s *certStore) material() *tlsMaterial {
 	if err != nil {
 		if msg := err.Error(); msg != s.statErr {
 			s.statErr = msg
+			s.metrics.reloads.WithLabelValues("failure").Inc()
 			s.logger.Error("cannot check the TLS files; the loaded certificate stays in use", zap.Error(err))
 		}
 		return s.current
@@ -167,8 +164,9 @@ func (s *certStore) reloadLocked(stamps fileStamps, why string) {
 		zap.Time("not_after", m.leaf.NotAfter))
 }
 
-// loadTLSMaterial reads and checks the files: the key must match the certificate, and the client
-// CA file, when named, must hold at least one certificate.
+// loadTLSMaterial reads and checks the files: the key must match the certificate, which must be
+// valid now (clients refuse an expired or not yet valid one), and the client CA file, when named,
+// must hold at least one certificate.
 func loadTLSMaterial(files certFiles) (*tlsMaterial, error) {
 	cert, err := tls.LoadX509KeyPair(files.cert, files.key)
 	if err != nil {
@@ -179,6 +177,14 @@ func loadTLSMaterial(files certFiles) (*tlsMaterial, error) {
 		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
 			return nil, fmt.Errorf("%s=%s: %w", groupcfg.KeyTLSCertFile, files.cert, err)
 		}
+	}
+	switch now := time.Now(); {
+	case now.After(leaf.NotAfter):
+		return nil, fmt.Errorf("%s=%s: the certificate expired at %s; renew it", groupcfg.KeyTLSCertFile, files.cert,
+			leaf.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		return nil, fmt.Errorf("%s=%s: the certificate is not valid before %s", groupcfg.KeyTLSCertFile, files.cert,
+			leaf.NotBefore.UTC().Format(time.RFC3339))
 	}
 	m := &tlsMaterial{cert: cert, leaf: leaf}
 	if files.clientCA != "" {

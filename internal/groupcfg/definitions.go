@@ -395,7 +395,8 @@ func Definitions() []Definition {
 			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
 			Doc: "PEM file with the server certificate, followed by any intermediate CA certificates. Required when " +
 				"tls.enabled=true. Re-read without a restart when the file changes (checked on each new connection) " +
-				"or on SIGHUP; a replacement that does not load is logged and the previous certificate stays in use.",
+				"or on SIGHUP; a replacement that does not load, or is expired or not yet valid, is logged and the " +
+				"previous certificate stays in use. An expired certificate stops start-up (exit status 2).",
 		},
 		{
 			Name: KeyTLSKeyFile, Type: TypeString, Default: "",

@@ -63,13 +63,24 @@ func (ca *CA) Issue(t testing.TB, subject pkix.Name, server bool) tls.Certificat
 	return ca.sign(t, tmpl)
 }
 
+// IssueExpired returns a server certificate for 127.0.0.1 and localhost, signed by ca, whose
+// validity ended a day ago.
+func (ca *CA) IssueExpired(t testing.TB, subject pkix.Name) tls.Certificate {
+	t.Helper()
+	return ca.sign(t, &x509.Certificate{
+		Subject: subject, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour),
+	})
+}
+
 // IssueRaw returns a client certificate whose subject is the DER-encoded rawSubject as it is.
 func (ca *CA) IssueRaw(t testing.TB, rawSubject []byte) tls.Certificate {
 	t.Helper()
 	return ca.sign(t, &x509.Certificate{RawSubject: rawSubject, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 }
 
-// sign completes tmpl (serial, validity, key usage, a new key) and signs it with ca.
+// sign completes tmpl (serial, validity unless set, key usage, a new key) and signs it with ca.
 func (ca *CA) sign(t testing.TB, tmpl *x509.Certificate) tls.Certificate {
 	t.Helper()
 	key := newKey(t)
@@ -78,7 +89,9 @@ func (ca *CA) sign(t testing.TB, tmpl *x509.Certificate) tls.Certificate {
 		t.Fatal(err)
 	}
 	tmpl.SerialNumber = serial
-	setValidity(tmpl)
+	if tmpl.NotAfter.IsZero() {
+		setValidity(tmpl)
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
