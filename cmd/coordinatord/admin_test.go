@@ -83,3 +83,14 @@ func TestDrainCalls(t *testing.T) {
 		})
 	}
 }
+
+func TestRunsServer(t *testing.T) {
+	for args, want := range map[string]bool{
+		"": true, "serve --data-dir d": true, "--data-dir d": true, "--help": true,
+		"dump-log d": false, "bench load": false, "check-config --config f": false, "repair-log d": false,
+	} {
+		if got := runsServer(strings.Fields(args)); got != want {
+			t.Errorf("runsServer(%q) = %v, want %v", args, got, want)
+		}
+	}
+}

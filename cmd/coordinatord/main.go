@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -43,10 +44,21 @@ type env struct {
 }
 
 func main() {
+	if runsServer(os.Args[1:]) {
+		// SIGHUP is the server's reload signal: from the start it must not end the process by its
+		// default action. serve's reload handler takes it over (Notify undoes Ignore).
+		signal.Ignore(syscall.SIGHUP)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], env{stdout: os.Stdout, stderr: os.Stderr, environ: os.Environ()})
 	stop()
 	os.Exit(code)
+}
+
+// runsServer reports whether args run the server: no subcommand (only flags, if anything) or
+// "serve".
+func runsServer(args []string) bool {
+	return len(args) == 0 || args[0] == "serve" || strings.HasPrefix(args[0], "-")
 }
 
 // run executes the command line args and returns the exit status. ctx ends when the process is
