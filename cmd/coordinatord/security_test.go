@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -253,6 +254,14 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 		if code != http.StatusBadRequest || strings.Contains(body, "sharecoord_") {
 			t.Fatalf("plain HTTP to the TLS metrics port: %d %q", code, body)
 		}
+		// A failed handshake is logged as JSON by the server's logger, not by Go's plain one.
+		junk, err := net.Dial("tcp", p.metricsAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = junk.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x01, 0x00})
+		_ = junk.Close()
+		waitForLog(t, p, regexp.MustCompile(`^\{.*"logger":"metrics-http".*TLS handshake error`))
 	})
 
 	t.Run("certificate rotation without restart", func(t *testing.T) {

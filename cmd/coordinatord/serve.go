@@ -152,7 +152,8 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	sec.reloadOnHangup(ctx)
 
 	var stopping atomic.Bool
-	httpSrv := &http.Server{Handler: newAdminMux(reg, shards, f.pprof, &stopping), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig()}
+	httpSrv := &http.Server{Handler: newAdminMux(reg, shards, f.pprof, &stopping), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig(),
+		ErrorLog: zap.NewStdLog(logger.Named("metrics-http"))} // handshake errors and the like, as JSON too
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr("gRPC", srv.GRPC.Serve(grpcLis)) }()
 	go func() {
