@@ -25,6 +25,7 @@ func ExportedKind(family string) string {
 		"sharecoord_state_log_torn_tail_truncations_total",
 		"sharecoord_state_log_durable_end_truncations_total",
 		"sharecoord_state_log_corruptions_total",
+		"sharecoord_tls_reloads_total",
 		"grpc_server_started_total",
 		"grpc_server_handled_total",
 		"grpc_server_msg_received_total",
@@ -38,7 +39,8 @@ func ExportedKind(family string) string {
 		"sharecoord_share_partitions",
 		"sharecoord_partition_status",
 		"sharecoord_group_config_clamped",
-		"sharecoord_state_log_segments":
+		"sharecoord_state_log_segments",
+		"sharecoord_tls_certificate_not_after_seconds":
 		return Gauge
 	case "sharecoord_write_latency_seconds",
 		"sharecoord_fsync_duration_seconds",
