@@ -167,6 +167,14 @@ func (s *security) authorize() grpc.UnaryServerInterceptor {
 	return s.authorizer.Unary()
 }
 
+// authorizeStream is authorize for streaming calls.
+func (s *security) authorizeStream() grpc.StreamServerInterceptor {
+	if s.authorizer == nil {
+		return nil
+	}
+	return s.authorizer.Stream()
+}
+
 // metricsTLSConfig returns the metrics port's TLS configuration (nil: plain HTTP).
 func (s *security) metricsTLSConfig() *tls.Config {
 	if s.metricsTLS == nil {

@@ -148,6 +148,7 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		KeepaliveTimeout:     time.Duration(broker.GRPCKeepaliveTimeoutMs()) * time.Millisecond,
 		Credentials:          sec.credentials(),
 		Authorize:            sec.authorize(),
+		AuthorizeStream:      sec.authorizeStream(),
 	})
 	sec.reloadOnHangup(ctx)
 

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
@@ -94,7 +96,11 @@ func NewAuthorizer(logger *zap.Logger, cfg AuthorizerConfig) *Authorizer {
 			PermissionDescribeConfigs: newGrant(cfg.DescribeConfigs),
 		},
 		methods: make(map[string]Permission),
-		open:    map[string]bool{healthpb.Health_ServiceDesc.ServiceName: true},
+		open: map[string]bool{
+			healthpb.Health_ServiceDesc.ServiceName:                    true,
+			reflectionv1.ServerReflection_ServiceDesc.ServiceName:      true,
+			reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName: true,
+		},
 	}
 	for _, m := range pb.ShareCoordinatorService_ServiceDesc.Methods {
 		a.methods[fullMethod(pb.ShareCoordinatorService_ServiceDesc.ServiceName, m.MethodName)] = PermissionClusterAction
@@ -122,6 +128,19 @@ func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
 			return nil, err
 		}
 		return handler(ctx, req)
+	}
+}
+
+// Stream returns the interceptor to install as ServerOptions.AuthorizeStream. The streaming
+// methods served today (health Watch, server reflection) need no permission; any other stream
+// is refused like an unknown unary method, so that a streaming RPC added later is not open to
+// every client.
+func (a *Authorizer) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := a.authorize(ss.Context(), info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
 	}
 }
 

@@ -322,3 +322,38 @@ func TestRequiredPermission(t *testing.T) {
 		t.Error("a certificate that was not verified gave a principal")
 	}
 }
+
+// ctxStream is a grpc.ServerStream that only has a context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }
+
+// TestStreamAuthorization: health watches and server reflection are open to every client; any
+// other stream is refused, as an unknown unary method is.
+func TestStreamAuthorization(t *testing.T) {
+	a := NewAuthorizer(nil, AuthorizerConfig{ClusterAction: []string{AnyPrincipal}, AlterConfigs: []string{AnyPrincipal}, DescribeConfigs: []string{AnyPrincipal}})
+	leaf := newTestCA(t, "ca").issue(t, pkix.Name{CommonName: "c"}, false).Leaf
+	withPrincipal := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{}, AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+		PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf}}}}})
+	for _, tc := range []struct {
+		method string
+		ctx    context.Context
+		want   codes.Code
+	}{
+		{"/grpc.health.v1.Health/Watch", context.Background(), codes.OK},
+		{"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", context.Background(), codes.OK},
+		{"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", context.Background(), codes.OK},
+		{"/sharecoord.v1.ShareCoordinatorService/SomeStream", context.Background(), codes.Unauthenticated},
+		{"/sharecoord.v1.ShareCoordinatorService/SomeStream", withPrincipal, codes.PermissionDenied},
+	} {
+		called := false
+		err := a.Stream()(nil, ctxStream{ctx: tc.ctx}, &grpc.StreamServerInfo{FullMethod: tc.method},
+			func(any, grpc.ServerStream) error { called = true; return nil })
+		if status.Code(err) != tc.want || called != (tc.want == codes.OK) {
+			t.Errorf("%s: %v (handler called %v), want %v", tc.method, err, called, tc.want)
+		}
+	}
+}

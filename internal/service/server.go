@@ -45,8 +45,9 @@ type ServerOptions struct {
 	// Credentials secure the transport; nil serves plaintext.
 	Credentials credentials.TransportCredentials
 	// Authorize, when set, runs after logging and before validation on every unary call; it
-	// returns a gRPC status error to refuse the call.
-	Authorize grpc.UnaryServerInterceptor
+	// returns a gRPC status error to refuse the call. AuthorizeStream does the same for streams.
+	Authorize       grpc.UnaryServerInterceptor
+	AuthorizeStream grpc.StreamServerInterceptor
 }
 
 // Server is the gRPC server of coordinatord with its health service.
@@ -139,8 +140,11 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 	stream := []grpc.StreamServerInterceptor{
 		srvMetrics.StreamServerInterceptor(),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(rpcLogger, logOpts...), notHealth),
-		recovery.StreamServerInterceptor(recoveryOpt),
 	}
+	if opts.AuthorizeStream != nil {
+		stream = append(stream, opts.AuthorizeStream)
+	}
+	stream = append(stream, recovery.StreamServerInterceptor(recoveryOpt))
 
 	serverOpts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()), // invalid UTF-8 → INVALID_ARGUMENT naming the field (codec.go)
