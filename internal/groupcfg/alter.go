@@ -76,6 +76,9 @@ func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnl
 		switch {
 		case m.closed:
 			err = &alterError{code: ErrUnknownServerError, msg: "the config manager is closed (coordinatord is shutting down)"}
+		case seen[m.resourceID(r.Type, r.Name)] > 1 && r.Type == ResourceBroker:
+			err = invalidRequest("BROKER resources \"\" and %q both name this node, and the request names it more than once; "+
+				"send its changes as one resource", strconv.Itoa(int(m.nodeID)))
 		case seen[m.resourceID(r.Type, r.Name)] > 1:
 			err = invalidRequest("resource %s %s appears more than once in the request; send each resource once", r.Type, show(nil, r.Name))
 		case r.Type == ResourceGroup:

@@ -532,7 +532,7 @@ func Definitions() []Definition {
 		},
 		{
 			Name: keyDeadLetterTopicName, Type: TypeString, Default: "",
-			Validator:  Rule{Desc: `a topic name not starting with "__"`, Check: checkDeadLetterTopicName},
+			Validator:  Rule{Desc: `any name not starting with "__"`, Check: checkDeadLetterTopicName},
 			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
 			Doc: "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share group. If blank " +
 				"(the default), the group does not have a DLQ topic.",

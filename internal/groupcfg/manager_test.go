@@ -307,7 +307,7 @@ func TestAlterRequestErrors(t *testing.T) {
 		brokerRes(set(keySnapshotCeiling, "800")),
 	}, false)
 	for _, r := range results {
-		if r.ErrorCode != ErrInvalidRequest || !strings.Contains(r.ErrorMessage, "more than once") {
+		if r.ErrorCode != ErrInvalidRequest || !strings.Contains(r.ErrorMessage, `BROKER resources "" and "1" both name this node`) {
 			t.Fatalf("duplicate resource: %+v", results)
 		}
 	}

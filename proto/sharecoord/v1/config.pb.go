@@ -768,7 +768,8 @@ type DescribeConfigsResult struct {
 	ErrorCode ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=sharecoord.v1.ErrorCode" json:"error_code,omitempty"`
 	// What went wrong; empty on success.
 	ErrorMessage string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	// The configs, sorted by name.
+	// The configs: those named in configuration_keys, in that order; without them, every config of
+	// the resource in a fixed order (the order of the README's config table).
 	Configs       []*DescribeConfigsResourceResult `protobuf:"bytes,5,rep,name=configs,proto3" json:"configs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
