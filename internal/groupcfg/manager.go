@@ -325,9 +325,19 @@ func (m *Manager) reportClamps(old, v *view, all bool, changed map[string]bool) 
 			}
 		}
 	}
+	sessionPos, heartbeatPos := m.sch.groupPos[keySessionTimeout], m.sch.groupPos[keyHeartbeatInterval]
 	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		og, _ := old.group(id)
 		ng, _ := v.group(id)
+		// Clamping can break the rule that alters enforce (session timeout above the heartbeat
+		// interval); as in Kafka, that is only logged.
+		if ng != nil && (ng.clamped[sessionPos] || ng.clamped[heartbeatPos]) &&
+			ng.vals[sessionPos].num <= ng.vals[heartbeatPos].num &&
+			(og == nil || og.vals[sessionPos].num != ng.vals[sessionPos].num || og.vals[heartbeatPos].num != ng.vals[heartbeatPos].num) {
+			m.logger.Warn("after clamping, a group's session timeout is not above its heartbeat interval",
+				zap.String("group", id), zap.Int64(keySessionTimeout, ng.vals[sessionPos].num),
+				zap.Int64(keyHeartbeatInterval, ng.vals[heartbeatPos].num))
+		}
 		for p := range m.sch.group {
 			d := m.groupDef(p)
 			wasClamped := og != nil && og.clamped[p]

@@ -511,3 +511,20 @@ func TestSecretsMasked(t *testing.T) {
 		t.Fatal("secret in the table")
 	}
 }
+
+// TestClampingBreaksSessionHeartbeatRule: when clamping leaves a group's session timeout at or
+// below its heartbeat interval, that is logged (as in Kafka, not refused: the values are stored).
+func TestClampingBreaksSessionHeartbeatRule(t *testing.T) {
+	dir := t.TempDir()
+	f := openFixture(t, dir, staticOf(t, keyBrokerMaxHeartbeatInterval+"=50000"))
+	f.mustAlter(t, groupRes("g", set(keyHeartbeatInterval, "50000"), set(keySessionTimeout, "55000")))
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openFixture(t, dir, staticOf(t, keyBrokerMaxHeartbeatInterval+"=60000", keyBrokerMaxSessionTimeout+"=48000"))
+	w := r.logs.FilterMessageSnippet("session timeout is not above its heartbeat interval").All()
+	if len(w) != 1 || w[0].ContextMap()["group"] != "g" || w[0].ContextMap()[keySessionTimeout] != int64(48000) ||
+		w[0].ContextMap()[keyHeartbeatInterval] != int64(50000) {
+		t.Fatalf("warnings %+v, want one for group g with 48000 and 50000", w)
+	}
+}
