@@ -34,8 +34,9 @@ type checker struct {
 }
 
 // check returns the findings for s: unparsable PromQL, a metric with no series at all or a
-// failing query are fatal; a selector whose label matchers match no series, or a query that
-// returns no data, are not (under a short load some label values never occur).
+// failing query are fatal; a selector whose label matchers match no series, a query that returns
+// no data, or a metric the server exports only in another configuration (TLS) are not (under a
+// short load some label values never occur).
 func (c *checker) check(ctx context.Context, s subject) ([]finding, error) {
 	expr := promspec.Expand(s.expr, c.interval)
 	selectors, err := promspec.Selectors(expr)
@@ -50,6 +51,11 @@ func (c *checker) check(ctx context.Context, s subject) ([]finding, error) {
 			return nil, err
 		}
 		if n == 0 {
+			if cond := promspec.OnlyWith(sel.Metric); cond != "" {
+				// Not fatal (the server checked may run without it), but never silent.
+				out = append(out, finding{source: s.source, problem: fmt.Sprintf("metric %s has no series (exported only with %s)", sel.Metric, cond)})
+				continue
+			}
 			out = append(out, finding{source: s.source, problem: fmt.Sprintf("metric %s has no series", sel.Metric), fatal: true})
 			continue
 		}

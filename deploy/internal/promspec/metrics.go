@@ -51,6 +51,16 @@ func ExportedKind(family string) string {
 	return ""
 }
 
+// OnlyWith returns the configuration under which a coordinatord server exports family, when it
+// does not always (then a Prometheus scraping a server without it holds no series of it), or "".
+func OnlyWith(family string) string {
+	switch family {
+	case "sharecoord_tls_reloads_total", "sharecoord_tls_certificate_not_after_seconds":
+		return "tls.enabled=true"
+	}
+	return ""
+}
+
 // KnownSeriesName reports whether name is a series name that Prometheus holds for a
 // coordinatord target: a counter or gauge family, a histogram family with its _bucket, _sum or
 // _count suffix, a go_ or process_ collector metric, or the scrape's own up.
