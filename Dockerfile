@@ -12,13 +12,16 @@
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG TARGETOS
 ARG TARGETARCH
+# The release the image is built as, shown by --version and in the start-up log:
+# docker build --build-arg VERSION=$(git describe --tags --always) -t coordinatord .
+ARG VERSION=unknown
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags="-s -w" -o /coordinatord ./cmd/coordinatord
+    go build -trimpath -ldflags="-s -w -X main.buildVersion=${VERSION}" -o /coordinatord ./cmd/coordinatord
 # The data directory must exist in the image, owned by nonroot, so that a fresh volume mounted
 # there is writable without running as root.
 RUN mkdir -p /rootfs/var/lib/coordinatord

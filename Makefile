@@ -15,8 +15,10 @@ TOOLS := $(CURDIR)/bin/tools
 
 all: build
 
+## build: the binary, stamped with VERSION (default: git describe) for --version and the start-up log.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 build:
-	$(GO) build -trimpath -o bin/coordinatord ./cmd/coordinatord
+	$(GO) build -trimpath -ldflags "-X main.buildVersion=$(VERSION)" -o bin/coordinatord ./cmd/coordinatord
 
 ## test: vet, then every package under the race detector.
 test: vet race

@@ -94,7 +94,7 @@ func dockerfileProblems(img *image) []error {
 		if !strings.Contains(line, "go build") {
 			continue
 		}
-		for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags="-s -w"`, mainPackage} {
+		for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags="-s -w `, "-X main.buildVersion=${VERSION}", mainPackage} {
 			if !strings.Contains(line, want) {
 				problems = append(problems, fmt.Errorf("go build line lacks %s: %s", want, line))
 			}
@@ -205,7 +205,8 @@ func TestDockerfileProblems(t *testing.T) {
 	}{
 		{name: "cgo enabled", old: "CGO_ENABLED=0", new: "CGO_ENABLED=1"},
 		{name: "no trimpath", old: "-trimpath ", new: ""},
-		{name: "debug info kept", old: `-ldflags="-s -w" `, new: ""},
+		{name: "debug info kept", old: `-ldflags="-s -w `, new: `-ldflags="`},
+		{name: "version not stamped", old: ` -X main.buildVersion=${VERSION}`, new: ""},
 		{name: "root runtime", old: "static-debian12:nonroot", new: "static-debian12"},
 		{name: "root user", old: "USER nonroot:nonroot", new: "USER root"},
 		{name: "single stage", old: "FROM gcr.io/distroless/static-debian12:nonroot", new: ""},

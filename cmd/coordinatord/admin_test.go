@@ -94,3 +94,10 @@ func TestRunsServer(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionFlag(t *testing.T) {
+	out, stderr, code := runTool(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "coordinatord version ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("--version: exit %d, %q %q", code, out, stderr)
+	}
+}

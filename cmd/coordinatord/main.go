@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -84,6 +85,43 @@ func run(ctx context.Context, args []string, e env) int {
 	return exitFailure
 }
 
+// buildVersion is the release the binary was built as, set by the build
+// (-ldflags "-X main.buildVersion=..."); empty in a plain go build or go run.
+var buildVersion string
+
+// versionString describes the build: buildVersion, else the module version Go recorded, with the
+// VCS revision when the build recorded one (go build in a git checkout).
+func versionString() string {
+	v := buildVersion
+	bi, ok := debug.ReadBuildInfo()
+	if v == "" {
+		v = "unknown"
+		if ok {
+			v = bi.Main.Version
+		}
+	}
+	if !ok {
+		return v
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" {
+		v += " (" + rev
+		if modified == "true" {
+			v += ", modified"
+		}
+		v += ")"
+	}
+	return v + ", " + bi.GoVersion
+}
+
 // usageError marks errors from argument validation.
 type usageError struct{ error }
 
@@ -95,8 +133,9 @@ func isUsageError(err error) bool {
 func newRootCommand(e env) *cobra.Command {
 	sf := &serveFlags{}
 	root := &cobra.Command{
-		Use:   "coordinatord",
-		Short: "A standalone share coordinator: durable share-group state over gRPC",
+		Use:     "coordinatord",
+		Version: versionString(),
+		Short:   "A standalone share coordinator: durable share-group state over gRPC",
 		Long: "coordinatord stores the delivery state of Kafka share-group partitions (KIP-932) and serves\n" +
 			"it over gRPC (sharecoord.v1). With no subcommand it runs the server (same as \"serve\").",
 		Args:          args(cobra.NoArgs),

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -334,10 +333,6 @@ func closeShards(logger *zap.Logger, shards []*shard.Shard) {
 
 // logEffectiveConfig logs, once, the configuration the server runs with (secrets masked).
 func logEffectiveConfig(logger *zap.Logger, f *serveFlags, cfg *groupcfg.Manager) {
-	version := "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-	}
 	entries := cfg.Effective()
 	fields := make([]zap.Field, 0, len(entries))
 	for _, en := range entries {
@@ -348,7 +343,7 @@ func logEffectiveConfig(logger *zap.Logger, f *serveFlags, cfg *groupcfg.Manager
 		fields = append(fields, zap.String(en.Name, v+")"))
 	}
 	logger.Info("starting coordinatord",
-		zap.String("version", version),
+		zap.String("version", versionString()),
 		zap.Int32("node_id", f.nodeID),
 		zap.String("listen", f.listen),
 		zap.String("metrics_listen", f.metricsListen),
