@@ -343,3 +343,47 @@ func TestToolsRefuseWhatIsNotALog(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairLogReportsTornTail: damage to the last append of a log is a torn tail, which the
+// server truncates on start; repair-log says so before and after doing it, with what it drops,
+// instead of "no corruption found".
+func TestRepairLogReportsTornTail(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=1")
+	ctx := ctxT(t)
+	mustInitialize(ctx, t, p, "g", topicA, 0, 1)
+	resp, err := p.state.WriteShareGroupState(ctx, writeReq("g", topicA, 0, 0, &pb.StateBatch{FirstOffset: 0, LastOffset: 9, DeliveryState: 2, DeliveryCount: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, "write", resp.GetResults()[0].GetPartitions()[0].GetErrorCode(), resp.GetResults()[0].GetPartitions()[0].GetErrorMessage())
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	logDir := filepath.Join(dir, logDirPrefix+"0")
+	segs, err := filepath.Glob(filepath.Join(logDir, "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("segments: %v %v", segs, err)
+	}
+	newest := segs[len(segs)-1]
+	data := mustRead(t, newest)
+	data[len(data)-3] ^= 0xff // inside the payload of the last frame
+	if err := os.WriteFile(newest, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	out, stderr, code := runTool(t, "repair-log", logDir)
+	if code != exitFailure || !strings.Contains(out, "torn tail: "+newest) || !strings.Contains(out, "a repair would truncate the torn tail") {
+		t.Fatalf("repair-log (dry run) on a torn tail: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if !bytes.Equal(mustRead(t, newest), data) {
+		t.Fatal("the dry run changed the segment")
+	}
+	out, stderr, code = runTool(t, "repair-log", "--yes", logDir)
+	if code != 0 || !strings.Contains(out, "truncated the torn tail") {
+		t.Fatalf("repair-log --yes on a torn tail: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if got := mustRead(t, newest); len(got) >= len(data) {
+		t.Fatalf("the segment was not truncated: %d bytes, was %d", len(got), len(data))
+	}
+}

@@ -326,13 +326,16 @@ func repairLog(e env, dir string, yes bool) error {
 	if err != nil {
 		return fmt.Errorf("repair %s: %w", dir, err)
 	}
-	if len(report.Corruptions) == 0 && !report.StartOffsetReset {
+	if len(report.Corruptions) == 0 && !report.StartOffsetReset && report.TornTail == nil {
 		fmt.Fprintf(e.stdout, "no corruption found in %s; nothing to repair\n", dir)
 		return nil
 	}
 	printRepair(e.stdout, report, !yes)
 	if !yes {
 		fmt.Fprintln(e.stdout, "run again with --yes to repair (take a copy of the directory first)")
+		if len(report.Corruptions) == 0 && !report.StartOffsetReset {
+			return &exitError{code: exitFailure, err: errors.New("the log ends in a torn tail; nothing changed")}
+		}
 		return &exitError{code: exitFailure, err: errors.New("log is corrupted; nothing changed")}
 	}
 	return nil
@@ -364,5 +367,11 @@ func printRepair(w io.Writer, r statelog.RepairReport, dryRun bool) {
 	}
 	if r.StartOffsetReset {
 		fmt.Fprintf(w, "%s the log-start offset from %d to %d\n", say("reset", "reset"), r.OldStartOffset, r.NewStartOffset)
+	}
+	if t := r.TornTail; t != nil {
+		fmt.Fprintf(w, "torn tail: %s at byte %d: %s\n", t.Segment, t.At, t.Reason)
+		fmt.Fprintf(w, "%s the torn tail: %d bytes, the last append of the log (what a crash in the middle of an append "+
+			"leaves; if that append was acknowledged, it was damaged afterwards; the server also truncates it on start)\n",
+			say("truncated", "truncate"), t.Bytes)
 	}
 }

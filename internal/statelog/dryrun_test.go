@@ -3,6 +3,8 @@ package statelog
 import (
 	"fmt"
 	"maps"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
@@ -82,5 +84,55 @@ func reportText(r RepairReport) string {
 		cs[i] = c.Error()
 	}
 	r.Corruptions = nil
-	return fmt.Sprintf("%+v corruptions=%q", r, cs)
+	torn := "none"
+	if r.TornTail != nil {
+		torn = fmt.Sprintf("%+v", *r.TornTail)
+	}
+	r.TornTail = nil
+	return fmt.Sprintf("%+v corruptions=%q torn=%s", r, cs, torn)
+}
+
+// TestRepairReportsTornTail: damage to the last frame of the newest segment is a torn tail: Repair
+// truncates it, as Open does, and says so, with the bytes it dropped; a healthy log reports none.
+func TestRepairReportsTornTail(t *testing.T) {
+	pristine, pristineSegs, _ := buildCorruptionLog(t)
+	cases := append(corruptionCases(), corruptionCase{name: "healthy", damage: func(*testing.T, string, []string) {}})
+	torn := 0
+	for _, tc := range cases {
+		// A frame whose checksums hold but whose content is impossible is corruption, not torn.
+		lastFrame := strings.HasPrefix(tc.name, "newest segment/last frame/") && !strings.Contains(tc.name, "checksums valid")
+		if !lastFrame && tc.name != "healthy" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			dir, segs := damagedCopy(t, pristine, pristineSegs, tc)
+			newest := segs[len(segs)-1]
+			before, err := os.Stat(newest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Repair(nil, dir, ctOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !lastFrame {
+				if r.TornTail != nil {
+					t.Fatalf("healthy log reported a torn tail: %+v", *r.TornTail)
+				}
+				return
+			}
+			torn++
+			after, err := os.Stat(newest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt := r.TornTail; len(r.Corruptions) != 0 || tt == nil || tt.Segment != newest || tt.At != after.Size() ||
+				tt.Bytes != before.Size()-after.Size() || tt.Bytes == 0 || tt.Reason == "" {
+				t.Fatalf("report %s, want a torn tail of %s from %d to %d bytes", reportText(r), newest, before.Size(), after.Size())
+			}
+		})
+	}
+	if torn == 0 {
+		t.Fatal("the corruption table has no damage to the last frame of the newest segment")
+	}
 }

@@ -11,7 +11,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// RepairReport says what Repair changed. It is the zero value when the log had no corruption.
+// RepairReport says what Repair changed. It is the zero value when the log had no corruption and
+// no torn tail.
 type RepairReport struct {
 	// Corruptions lists the damage found, in the order it was repaired.
 	Corruptions []*CorruptionError
@@ -34,6 +35,18 @@ type RepairReport struct {
 	StartOffsetReset bool
 	OldStartOffset   int64
 	NewStartOffset   int64
+	// TornTail, when not nil, is the damaged last frame of the newest segment that the final
+	// open truncated, as Open always does: what an interrupted append leaves, or, if that append
+	// had been acknowledged, damage to it that cannot be told apart.
+	TornTail *TornTail
+}
+
+// TornTail is a truncated tail of the newest segment.
+type TornTail struct {
+	Segment string // the segment file
+	At      int64  // its size after the cut
+	Bytes   int64  // bytes dropped
+	Reason  string // what was wrong with the frame at At
 }
 
 // Repair opens the log in dir for an operator: if recovery hits a CorruptionError it truncates
@@ -41,7 +54,8 @@ type RepairReport struct {
 // exactly what was dropped; a log-start offset that is unreadable or outside the remaining
 // data is reset to the nearest valid value (the first segment's base, or the end offset).
 // Repair then opens the log normally (which also truncates a torn tail, as Open always does)
-// and closes it. A log without corruption is left untouched (zero report). Repair holds the
+// and closes it; a torn tail it truncates is reported too. A log without corruption or torn tail
+// is left untouched (zero report). Repair holds the
 // directory lock throughout, so it fails on a log that is open elsewhere.
 func Repair(logger *zap.Logger, dir string, opts Options) (RepairReport, error) {
 	if logger == nil {
@@ -64,8 +78,11 @@ func Repair(logger *zap.Logger, dir string, opts Options) (RepairReport, error) 
 	// Every cut removes a file or bytes, and a start-offset reset happens at most once per
 	// cut, so the loop ends; the bound only guards against a filesystem that lies.
 	for attempt := 0; ; attempt++ {
-		_, err := newInspector(dir, opts).inspect()
+		st, err := newInspector(dir, opts).inspect()
 		if err == nil {
+			if t := st.torn; t != nil {
+				report.TornTail = &TornTail{Segment: t.seg.path, At: t.at, Bytes: t.size - t.at, Reason: t.reason}
+			}
 			break
 		}
 		var ce *CorruptionError
