@@ -8,7 +8,7 @@ import (
 )
 
 func TestSyncLatency(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "not", "there", "yet") // created by the probe
 	res, err := SyncLatency(dir, 20, 128, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +29,10 @@ func TestSyncLatency(t *testing.T) {
 }
 
 func TestSyncLatencyRejectsBadInput(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		dir     string
@@ -37,7 +41,7 @@ func TestSyncLatencyRejectsBadInput(t *testing.T) {
 	}{
 		{name: "no samples", dir: t.TempDir(), n: 0, size: 10},
 		{name: "no bytes", dir: t.TempDir(), n: 1, size: 0},
-		{name: "missing directory", dir: filepath.Join(t.TempDir(), "absent"), n: 1, size: 10},
+		{name: "a file, not a directory", dir: file, n: 1, size: 10},
 		{name: "negative idle", dir: t.TempDir(), n: 1, size: 10, idle: -time.Millisecond},
 	}
 	for _, tc := range tests {

@@ -26,10 +26,14 @@ type SyncResult struct {
 // file grows like a log's active segment, so each sync also persists the new file size, as a
 // log append's does. With idle > 0 it sleeps that long before each sample, so that the machine
 // goes idle between syncs as it does between the calls of a server with one call in flight;
-// with 0 the syncs run back to back. The scratch file is removed afterwards.
+// with 0 the syncs run back to back. dir is created if missing; the scratch file is removed
+// afterwards.
 func SyncLatency(dir string, n, size int, idle time.Duration) (SyncResult, error) {
 	if n <= 0 || size <= 0 || idle < 0 {
 		return SyncResult{}, fmt.Errorf("sync probe: want samples > 0, bytes > 0 and idle >= 0, got %d, %d and %v", n, size, idle)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return SyncResult{}, fmt.Errorf("sync probe: create %s: %w", dir, err)
 	}
 	f, err := os.CreateTemp(dir, ".fsync-probe-*")
 	if err != nil {
