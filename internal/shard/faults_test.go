@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -289,9 +290,107 @@ func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The unacknowledged batches were cut: the key holds only what Initialize made durable.
+	// None of the refused writes is there (closing during the wait with a batch in the file is
+	// TestCloseCutsAfterFailedSync's case).
 	s2 := ts.active(nil)
 	if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != ErrNone || len(got.StateBatches) != 0 {
 		t.Fatalf("after the failures and a reopen: %+v, want the initialized state only", got)
 	}
+}
+
+// syncFailsAfterWrite fails the first sync that follows a write, once armed: the batch is in the
+// file (perhaps only in the page cache) but was never acknowledged. After it fires it calls then.
+func syncFailsAfterWrite(armed *atomic.Bool, then func()) faultfs.Injector {
+	var mu sync.Mutex
+	var last faultfs.OpKind
+	return faultfs.InjectorFunc(func(op faultfs.Op) error {
+		mu.Lock()
+		prev := last
+		last = op.Kind
+		mu.Unlock()
+		if op.Kind == faultfs.OpSync && prev == faultfs.OpWrite && armed.CompareAndSwap(true, false) {
+			if then != nil {
+				then()
+			}
+			return syscall.EIO
+		}
+		return nil
+	})
+}
+
+// TestCloseCutsAfterFailedSync: a batch whose sync failed is in the log file but was never
+// acknowledged; whenever the shard closes before its reload has cut it — while it waits to
+// reload after repeated failures, or in the middle of that reload — the close makes the cut, so
+// the batch never reappears.
+func TestCloseCutsAfterFailedSync(t *testing.T) {
+	t.Run("during the wait before the reload", func(t *testing.T) {
+		var armed atomic.Bool
+		fsys := faultfs.Wrap(faultfs.NewCrashFS(), syncFailsAfterWrite(&armed, nil))
+		ts := newTestShard(t, Options{DataDir: "/data", Log: statelog.Options{FS: fsys}, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour})
+		s := Open(ts.logger, ts.provider, ts.opts)
+		waitState(t, s, Active)
+		ctx := context.Background()
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+		for i := range 2 { // the second failure in a row makes the reload wait
+			armed.Store(true)
+			if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))}); r.Code != ErrCoordinatorNotAvailable {
+				t.Fatalf("write %d whose sync fails: %+v", i, r)
+			}
+			if i == 0 {
+				waitState(t, s, Active)
+			}
+		}
+		waitState(t, s, Loading)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s2 := Open(ts.logger, ts.provider, ts.opts)
+		defer s2.Close()
+		waitState(t, s2, Active)
+		if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != ErrNone || len(got.StateBatches) != 0 {
+			t.Fatalf("the unacknowledged batch reappeared: %+v", got)
+		}
+	})
+	t.Run("during the reload", func(t *testing.T) {
+		var armed, blockReads atomic.Bool
+		release := make(chan struct{})
+		inj := syncFailsAfterWrite(&armed, func() { blockReads.Store(true) })
+		fsys := faultfs.Wrap(faultfs.NewCrashFS(), faultfs.InjectorFunc(func(op faultfs.Op) error {
+			if err := inj.MaybeError(op); err != nil {
+				return err
+			}
+			if op.Kind == faultfs.OpRead && blockReads.Load() {
+				<-release // the reload's replay waits here until the shard is closing
+			}
+			return nil
+		}))
+		ts := newTestShard(t, Options{DataDir: "/data", Log: statelog.Options{FS: fsys}})
+		s := Open(ts.logger, ts.provider, ts.opts)
+		waitState(t, s, Active)
+		ctx := context.Background()
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+		// Enough records that the replay checks for a close (every 4096 records) before it ends.
+		for i := range int64(5000) {
+			mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: -1, StateBatches: bs(sb(i, i, 0, 1))}))
+		}
+		armed.Store(true)
+		if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 9000, StateBatches: bs(sb(9000, 9001, 2, 1))}); r.Code != ErrCoordinatorNotAvailable {
+			t.Fatalf("write whose sync fails: %+v", r)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close() }()
+		waitState(t, s, Loading)
+		time.Sleep(50 * time.Millisecond) // let Close ask the shard to stop while the replay waits
+		blockReads.Store(false)
+		close(release)
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		s2 := Open(ts.logger, ts.provider, ts.opts)
+		defer s2.Close()
+		waitState(t, s2, Active)
+		if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != ErrNone || got.StartOffset == 9000 {
+			t.Fatalf("the unacknowledged write reappeared: %+v", got)
+		}
+	})
 }

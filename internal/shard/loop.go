@@ -69,8 +69,7 @@ func (s *Shard) run() {
 		if appendBackoff > 0 {
 			s.setStatus(Loading, s.appendErr, 0)
 			if !s.waitFailed(appendBackoff) {
-				s.cutToDurableEnd()
-				s.shutdown()
+				s.shutdown() // it makes the cut
 				return
 			}
 		}
@@ -173,12 +172,16 @@ func (s *Shard) closeLog() error {
 	return nil
 }
 
-// cutToDurableEnd is the reload after a failed commit for a shard that is closing: it reopens the
-// log truncated to the durable end the failed log had, reading its records without applying
-// them, so that the unacknowledged batch (written, perhaps only to the page cache) is not found
-// by whoever opens the log next. shutdown then closes it.
+// cutToDurableEnd is the reload after a failed commit for a shard that is closing before that
+// reload happened (s.durableEnd set): it reopens the log truncated to the durable end the failed
+// log had, reading its records without applying them, so that the unacknowledged batch
+// (written, perhaps only to the page cache) is not found by whoever opens the log next.
+// shutdown then closes it.
 func (s *Shard) cutToDurableEnd() {
-	end := s.log.EndOffset()
+	if s.durableEnd == nil {
+		return
+	}
+	end := *s.durableEnd
 	s.closeLog()
 	l, err := s.loadLog(&end, func(int64, []byte) error { return nil })
 	if err != nil {
@@ -186,6 +189,7 @@ func (s *Shard) cutToDurableEnd() {
 			"the unacknowledged batch may be found when the log is next opened", zap.Int64("durable_end", end), zap.Error(err))
 		return
 	}
+	s.durableEnd, s.appendErr = nil, nil
 	s.mu.Lock()
 	s.log = l
 	s.mu.Unlock()
@@ -214,10 +218,11 @@ func (s *Shard) waitFailed(wait time.Duration) bool {
 	}
 }
 
-// shutdown answers whatever is still queued, closes the log and marks the shard Closed (with the
-// error of closing the log).
+// shutdown answers whatever is still queued, makes the cut a failed commit left pending, closes
+// the log and marks the shard Closed (with the error of closing the log).
 func (s *Shard) shutdown() {
 	s.failQueued()
+	s.cutToDurableEnd()
 	s.setStatus(Closed, s.closeLog(), 0)
 }
 
@@ -258,8 +263,9 @@ func (s *Shard) serve() bool {
 					break
 				}
 				if !s.commitOps(o, true) {
-					s.cutToDurableEnd()
-					break // shutdown answers what is left
+					end := s.log.EndOffset()
+					s.durableEnd = &end
+					break // shutdown answers what is left and makes the cut
 				}
 			}
 			s.shutdown()
