@@ -140,7 +140,11 @@ func TestBenchFsyncSmoke(t *testing.T) {
 // TestBenchCPUProfileOfAFailedRun: --cpuprofile writes the profile even when the benchmark fails.
 func TestBenchCPUProfileOfAFailedRun(t *testing.T) {
 	profile := filepath.Join(t.TempDir(), "cpu.pprof")
-	_, stderr, code := runBench(t, "bench", "fsync", "--cpuprofile", profile, "--dir", filepath.Join(t.TempDir(), "absent"), "--samples", "1")
+	notADir := filepath.Join(t.TempDir(), "file") // the probe cannot create its directory there
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runBench(t, "bench", "fsync", "--cpuprofile", profile, "--dir", notADir, "--samples", "1")
 	if code != exitFailure {
 		t.Fatalf("exit status %d, want %d; stderr:\n%s", code, exitFailure, stderr)
 	}
