@@ -86,6 +86,16 @@ func TestPartitionCountIsRecorded(t *testing.T) {
 	if code := p.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit status %d after the store was recreated", code)
 	}
+
+	// With the store in place it decides: the highest partition directory missing (moved aside
+	// for a repair, say) does not make the recorded count look wrong.
+	if err := os.Rename(filepath.Join(dir, "__share_group_state-4"), filepath.Join(t.TempDir(), "aside")); err != nil {
+		t.Fatal(err)
+	}
+	p = startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=5")
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d with the last partition directory moved aside", code)
+	}
 }
 
 // TestDataDirChecks: a data directory that is a file is refused; a missing one is created, with

@@ -91,8 +91,12 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		return fmt.Errorf("--data-dir %s: %w", f.dataDir, err)
 	}
 	defer func() { _ = dirLock.Close() }()
-	if err := checkPartitionDirs(f.dataDir, static.Broker().NumPartitions()); err != nil {
-		return badConfig(err)
+	// The store records the partition count on first start and checks it later; a data directory
+	// whose store is new but which holds state partitions must agree with them.
+	if _, err := os.Stat(groupcfg.StorePath(f.dataDir)); errors.Is(err, fs.ErrNotExist) {
+		if err := checkPartitionDirs(f.dataDir, static.Broker().NumPartitions()); err != nil {
+			return badConfig(err)
+		}
 	}
 
 	cfg, err := groupcfg.Open(logger.Named("config"), f.dataDir, static, reg, groupcfg.Options{NodeID: f.nodeID})

@@ -171,6 +171,9 @@ func openStore(fsys fileSystem, dataDir string) (*store, *storeState, error) {
 
 func (s *store) path() string { return filepath.Join(s.dir, storeFileName) }
 
+// StorePath is the file of the config store of the data directory dataDir.
+func StorePath(dataDir string) string { return filepath.Join(dataDir, storeDirName, storeFileName) }
+
 // write replaces the store file with st and returns once the new file is durable: it writes a
 // temporary file, fsyncs it, renames it over the store file and fsyncs the directory. On error
 // the store file holds the old state (or, if only the final directory fsync failed, possibly the
