@@ -67,16 +67,22 @@ func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnl
 	var accepted []int
 	var changes []string
 	seen := map[string]int{}
+	spellings := map[string]map[string]bool{} // resource id → the names it was given by
 	for i, r := range resources {
 		results[i] = AlterResult{Type: r.Type, Name: r.Name}
-		seen[m.resourceID(r.Type, r.Name)]++
+		id := m.resourceID(r.Type, r.Name)
+		seen[id]++
+		if spellings[id] == nil {
+			spellings[id] = map[string]bool{}
+		}
+		spellings[id][r.Name] = true
 	}
 	for i, r := range resources {
 		var err *alterError
 		switch {
 		case m.closed:
 			err = &alterError{code: ErrUnknownServerError, msg: "the config manager is closed (coordinatord is shutting down)"}
-		case seen[m.resourceID(r.Type, r.Name)] > 1 && r.Type == ResourceBroker:
+		case seen[m.resourceID(r.Type, r.Name)] > 1 && r.Type == ResourceBroker && len(spellings[m.resourceID(r.Type, r.Name)]) > 1:
 			err = invalidRequest("BROKER resources \"\" and %q both name this node, and the request names it more than once; "+
 				"send its changes as one resource", strconv.Itoa(int(m.nodeID)))
 		case seen[m.resourceID(r.Type, r.Name)] > 1:

@@ -85,6 +85,19 @@ func checkAutoOffsetReset(text string) error {
 	return nil
 }
 
+// normalizeAutoOffsetReset lower-cases the keyword of a share.auto.offset.reset value, leaving the
+// duration as it is: stored overrides written before keywords had to be lower case keep working.
+func normalizeAutoOffsetReset(text string) string {
+	const prefix = "by_duration:"
+	switch lower := strings.ToLower(text); {
+	case lower == "earliest" || lower == "latest":
+		return lower
+	case strings.HasPrefix(lower, prefix):
+		return prefix + text[len(prefix):]
+	}
+	return text
+}
+
 // checkDeadLetterTopicName is the rule of errors.deadletterqueue.topic.name (KIP-1191): names
 // starting with "__" are reserved for internal topics.
 func checkDeadLetterTopicName(text string) error {

@@ -235,6 +235,9 @@ func (m *Manager) defaultGroup(b *brokerState) *groupValues {
 // bounds changed the value; ok is false when the override cannot be applied.
 func (m *Manager) evalOverride(d *Definition, text string, b *brokerState) (v value, clamped, ok bool) {
 	if !isNumeric(d.Type) {
+		if d.Name == keyAutoOffsetReset {
+			text = normalizeAutoOffsetReset(text)
+		}
 		v, bad := checkStatic(d, text)
 		return v, false, bad == nil
 	}

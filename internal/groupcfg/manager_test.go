@@ -311,6 +311,15 @@ func TestAlterRequestErrors(t *testing.T) {
 			t.Fatalf("duplicate resource: %+v", results)
 		}
 	}
+	// The same name twice is a plain duplicate, whichever node it names.
+	for _, name := range []string{"", "7"} {
+		results = f.m.IncrementalAlterConfigs([]AlterResource{{Type: ResourceBroker, Name: name}, {Type: ResourceBroker, Name: name}}, true)
+		for _, r := range results {
+			if r.ErrorCode != ErrInvalidRequest || !strings.Contains(r.ErrorMessage, "appears more than once") || strings.Contains(r.ErrorMessage, "both name") {
+				t.Fatalf("BROKER %q twice: %+v", name, results)
+			}
+		}
+	}
 }
 
 // TestSessionHeartbeatRelation checks the group rule session > heartbeat on the values the group
@@ -526,5 +535,38 @@ func TestClampingBreaksSessionHeartbeatRule(t *testing.T) {
 	if len(w) != 1 || w[0].ContextMap()["group"] != "g" || w[0].ContextMap()[keySessionTimeout] != int64(48000) ||
 		w[0].ContextMap()[keyHeartbeatInterval] != int64(50000) {
 		t.Fatalf("warnings %+v, want one for group g with 48000 and 50000", w)
+	}
+}
+
+// TestStoredAutoOffsetResetKeywordCase: a share.auto.offset.reset override stored with an
+// upper-case keyword (accepted before keywords had to be lower case) still applies, lower-cased,
+// instead of being ignored in favour of the inherited value.
+func TestStoredAutoOffsetResetKeywordCase(t *testing.T) {
+	dir := t.TempDir()
+	f := openFixture(t, dir, staticOf(t))
+	f.mustAlter(t, groupRes("g", set(keyAutoOffsetReset, "earliest")))
+	f.mustAlter(t, groupRes("h", set(keyAutoOffsetReset, "by_duration:PT1H")))
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := readStore(t, dir)
+	st.Groups["g"][keyAutoOffsetReset] = "EARLIEST"
+	st.Groups["h"][keyAutoOffsetReset] = "BY_DURATION:PT1H"
+	data, err := encodeStore(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(StorePath(dir), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := openFixture(t, dir, staticOf(t))
+	if got := r.m.AutoOffsetReset("g"); got != "earliest" {
+		t.Errorf("g: %q, want earliest", got)
+	}
+	if got := r.m.AutoOffsetReset("h"); got != "by_duration:PT1H" {
+		t.Errorf("h: %q, want by_duration:PT1H", got)
+	}
+	if w := r.logs.FilterMessageSnippet("ignoring a stored group override").Len(); w != 0 {
+		t.Errorf("%d warnings about ignored overrides, want none", w)
 	}
 }
