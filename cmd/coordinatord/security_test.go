@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -296,6 +297,20 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 			t.Fatalf("served serial %s after an expired replacement, want the previous %s", got, rotated.Leaf.SerialNumber)
 		}
 		waitForLog(t, p, regexp.MustCompile(`TLS reload failed.*the certificate expired at`))
+		// A renewal whose validity starts a moment from now (clock skew with its issuer) is
+		// refused until then, and used from then on without any further change to the files.
+		start := time.Now().Add(2 * time.Second).Truncate(time.Second)
+		early := fx.ca.IssueValidFrom(t, pkix.Name{CommonName: "coordinatord-early"}, start)
+		writeKeyPair(t, early, fx.certFile, fx.keyFile)
+		if got := servedSerial(t, p.grpcAddr, fx.clientTLS(t, brokerSubject())); got != rotated.Leaf.SerialNumber.String() {
+			t.Fatalf("served serial %s before the renewal is valid, want the previous %s", got, rotated.Leaf.SerialNumber)
+		}
+		waitForLog(t, p, regexp.MustCompile(`TLS reload failed.*the certificate is not valid before`))
+		time.Sleep(time.Until(start) + 100*time.Millisecond)
+		if got := servedSerial(t, p.grpcAddr, fx.clientTLS(t, brokerSubject())); got != early.Leaf.SerialNumber.String() {
+			t.Fatalf("served serial %s once the renewal is valid, want %s", got, early.Leaf.SerialNumber)
+		}
+		rotated = early
 
 		// SIGHUP re-reads the files too; the process keeps running.
 		again := fx.ca.Issue(t, pkix.Name{CommonName: "coordinatord-hup"}, true)

@@ -61,8 +61,10 @@ func (a fileStamps) same(b fileStamps) bool {
 // connection checks the files' inode, size and modification time (three stat calls) and re-reads
 // them when any differs, so a certificate rotated on disk (by cert-manager, a Kubernetes secret
 // update, or by hand) is used from the next handshake on, without a restart. A version that does
-// not load (a half-written file, a key that does not match the certificate) is logged once and
-// the previous material stays in use until the files change again. Safe for concurrent use.
+// not load (a half-written file, a key that does not match the certificate, an expired
+// certificate) is logged once and the previous material stays in use until the files change
+// again; a certificate that is not valid yet is tried again from its start date on. Safe for
+// concurrent use.
 type certStore struct {
 	logger  *zap.Logger
 	files   certFiles
@@ -72,7 +74,19 @@ type certStore struct {
 	current *tlsMaterial // never nil once built
 	loaded  fileStamps   // what current was read from
 	failed  fileStamps   // the last version that failed to load (not retried until it changes)
+	retryAt time.Time    // when failed is a certificate not valid yet: its start, to retry then
 	statErr string       // the last error checking the files (logged once)
+}
+
+// notYetValidError is a certificate whose validity starts in the future.
+type notYetValidError struct {
+	file      string
+	notBefore time.Time
+}
+
+func (e *notYetValidError) Error() string {
+	return fmt.Sprintf("%s=%s: the certificate is not valid before %s", groupcfg.KeyTLSCertFile, e.file,
+		e.notBefore.UTC().Format(time.RFC3339))
 }
 
 // newCertStore reads the files once; an error names the file that is missing or bad.
@@ -128,7 +142,7 @@ func (s *certStore) material() *tlsMaterial {
 		return s.current
 	}
 	s.statErr = ""
-	if stamps.same(s.loaded) || stamps.same(s.failed) {
+	if stamps.same(s.loaded) || stamps.same(s.failed) && (s.retryAt.IsZero() || time.Now().Before(s.retryAt)) {
 		return s.current
 	}
 	s.reloadLocked(stamps, "the files changed")
@@ -152,6 +166,10 @@ func (s *certStore) reloadLocked(stamps fileStamps, why string) {
 	m, err := loadTLSMaterial(s.files)
 	if err != nil {
 		s.failed = stamps
+		s.retryAt = time.Time{}
+		if nyv := (*notYetValidError)(nil); errors.As(err, &nyv) {
+			s.retryAt = nyv.notBefore
+		}
 		s.metrics.reloads.WithLabelValues("failure").Inc()
 		s.logger.Error("TLS reload failed; the loaded certificate stays in use until the files change again",
 			zap.String("reason", why), zap.Error(err))
@@ -183,8 +201,7 @@ func loadTLSMaterial(files certFiles) (*tlsMaterial, error) {
 		return nil, fmt.Errorf("%s=%s: the certificate expired at %s; renew it", groupcfg.KeyTLSCertFile, files.cert,
 			leaf.NotAfter.UTC().Format(time.RFC3339))
 	case now.Before(leaf.NotBefore):
-		return nil, fmt.Errorf("%s=%s: the certificate is not valid before %s", groupcfg.KeyTLSCertFile, files.cert,
-			leaf.NotBefore.UTC().Format(time.RFC3339))
+		return nil, &notYetValidError{file: files.cert, notBefore: leaf.NotBefore}
 	}
 	m := &tlsMaterial{cert: cert, leaf: leaf}
 	if files.clientCA != "" {

@@ -396,7 +396,8 @@ func Definitions() []Definition {
 			Doc: "PEM file with the server certificate, followed by any intermediate CA certificates. Required when " +
 				"tls.enabled=true. Re-read without a restart when the file changes (checked on each new connection) " +
 				"or on SIGHUP; a replacement that does not load, or is expired or not yet valid, is logged and the " +
-				"previous certificate stays in use. An expired certificate stops start-up (exit status 2).",
+				"previous certificate stays in use (one not yet valid is used from its start on). An expired or not " +
+				"yet valid certificate stops start-up (exit status 2).",
 		},
 		{
 			Name: KeyTLSKeyFile, Type: TypeString, Default: "",

@@ -74,6 +74,17 @@ func (ca *CA) IssueExpired(t testing.TB, subject pkix.Name) tls.Certificate {
 	})
 }
 
+// IssueValidFrom returns a server certificate for 127.0.0.1 and localhost, signed by ca, valid
+// from start for a day.
+func (ca *CA) IssueValidFrom(t testing.TB, subject pkix.Name, start time.Time) tls.Certificate {
+	t.Helper()
+	return ca.sign(t, &x509.Certificate{
+		Subject: subject, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		NotBefore: start, NotAfter: start.Add(24 * time.Hour),
+	})
+}
+
 // IssueRaw returns a client certificate whose subject is the DER-encoded rawSubject as it is.
 func (ca *CA) IssueRaw(t testing.TB, rawSubject []byte) tls.Certificate {
 	t.Helper()
