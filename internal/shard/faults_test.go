@@ -264,10 +264,18 @@ func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 	write := func() Result {
 		return s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))})
 	}
+	firstLog := ts.log()
 	if r := write(); r.Code != ErrCoordinatorNotAvailable {
 		t.Fatalf("first failed append: %+v", r)
 	}
-	waitState(t, s, Active) // reloaded at once
+	// Reloaded at once: a new log is open and the shard is active again (the status alone could
+	// still be the one from before the failure).
+	for deadline := time.Now().Add(20 * time.Second); ts.log() == firstLog || s.Status().State != Active; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload after the first failure: status %+v", s.Status())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if r := write(); r.Code != ErrCoordinatorNotAvailable {
 		t.Fatalf("second failed append: %+v", r)
 	}
@@ -333,11 +341,16 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
 		for i := range 2 { // the second failure in a row makes the reload wait
 			armed.Store(true)
-			if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))}); r.Code != ErrCoordinatorNotAvailable {
-				t.Fatalf("write %d whose sync fails: %+v", i, r)
-			}
-			if i == 0 {
-				waitState(t, s, Active)
+			for {
+				r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))})
+				if r.Code == ErrCoordinatorLoadInProgress && i == 1 {
+					time.Sleep(time.Millisecond) // the reload after the first failure is still running
+					continue
+				}
+				if r.Code != ErrCoordinatorNotAvailable {
+					t.Fatalf("write %d whose sync fails: %+v", i, r)
+				}
+				break
 			}
 		}
 		waitState(t, s, Loading)
