@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -182,8 +183,8 @@ func holdsLog(path, what string) error {
 		return err
 	}
 	if !st.IsDir() {
-		if !strings.HasSuffix(path, segmentSuffix) {
-			return usageError{fmt.Errorf("%s is not a segment file (*%s): give %s", path, segmentSuffix, what)}
+		if !statelog.IsSegmentFile(filepath.Base(path)) {
+			return usageError{fmt.Errorf("%s is not a segment file (named BASE-ID.seg): give %s", path, what)}
 		}
 		return nil
 	}
@@ -192,15 +193,12 @@ func holdsLog(path, what string) error {
 		return err
 	}
 	for _, en := range entries {
-		if strings.HasSuffix(en.Name(), segmentSuffix) || en.Name() == "start-offset" {
+		if statelog.IsLogFile(en.Name()) {
 			return nil
 		}
 	}
 	return usageError{fmt.Errorf("%s holds no state log: give %s", path, what)}
 }
-
-// segmentSuffix ends the name of every segment file of a state log.
-const segmentSuffix = ".seg"
 
 func decodeForDump(offset int64, b []byte) dumpRecord {
 	line := dumpRecord{Offset: offset}

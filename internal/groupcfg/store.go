@@ -169,7 +169,7 @@ func openStore(fsys fileSystem, dataDir string) (*store, *storeState, error) {
 	return s, st, nil
 }
 
-func (s *store) path() string { return filepath.Join(s.dir, storeFileName) }
+func (s *store) path() string { return StorePath(s.dataDir) }
 
 // StorePath is the file of the config store of the data directory dataDir.
 func StorePath(dataDir string) string { return filepath.Join(dataDir, storeDirName, storeFileName) }

@@ -14,6 +14,10 @@ const (
 	segNameSize = baseDigits + 1 + idDigits + len(segmentSuffix)
 )
 
+// IsLogFile reports whether the file name (without its directory) is one a state log keeps:
+// a segment file or the log-start offset file. A directory holding none has no log.
+func IsLogFile(name string) bool { return IsSegmentFile(name) || name == startFileName }
+
 func segmentName(base int64, id uint64) string {
 	return fmt.Sprintf("%0*d-%0*x%s", baseDigits, base, idDigits, id, segmentSuffix)
 }
