@@ -336,11 +336,19 @@ func TestToolsRefuseWhatIsNotALog(t *testing.T) {
 			t.Errorf("repair-log --yes %s changed the directory: %q, was %q", d, after, before)
 		}
 	}
-	// A partition log directory and the data directory itself still dump.
+	// A partition log directory and the data directory itself still dump, the latter also with
+	// a partition directory whose log was never started (no records, nothing to refuse).
 	for _, d := range []string{filepath.Join(dir, logDirPrefix+"0"), dir} {
 		if _, stderr, code := runTool(t, "dump-log", d); code != 0 {
 			t.Errorf("dump-log %s: exit %d\n%s", d, code, stderr)
 		}
+	}
+	want, _, _ := runTool(t, "dump-log", dir)
+	if err := os.Mkdir(filepath.Join(dir, logDirPrefix+"99"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := runTool(t, "dump-log", dir); code != 0 || out != want {
+		t.Errorf("dump-log %s with an empty partition directory: exit %d, %d bytes of output (%d without it)\n%s", dir, code, len(out), len(want), stderr)
 	}
 }
 

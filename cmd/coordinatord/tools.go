@@ -126,15 +126,21 @@ func dumpLog(e env, path string) error {
 		})
 	}
 	if partitions == nil {
-		if err := holdsLog(path, "a partition log directory (DATA_DIR/"+logDirPrefix+"N), one of its segment files, or a data directory"); err != nil {
+		const what = "a partition log directory (DATA_DIR/" + logDirPrefix + "N), one of its segment files, or a data directory"
+		if err := segmentFileOrDir(path, what); err != nil {
 			return err
 		}
-		err = dumpOne(path, nil)
+		if err = dumpOne(path, nil); errors.Is(err, statelog.ErrNoLog) {
+			return noLog(path, what)
+		}
 	} else {
 		for _, p := range partitions {
-			if err = dumpOne(shard.LogDir(path, p), &p); err != nil {
+			// A partition directory without log files holds no records: its log was never
+			// started, and the server starts it at the next start-up.
+			if err = dumpOne(shard.LogDir(path, p), &p); err != nil && !errors.Is(err, statelog.ErrNoLog) {
 				break
 			}
+			err = nil
 		}
 	}
 	if err != nil {
@@ -174,29 +180,22 @@ func partitionDirs(path string) ([]int, error) {
 	return ps, nil
 }
 
-// holdsLog refuses what is not a partition log directory (one with a segment or log-start
-// offset file in it) or a segment file (*.seg): the config store, an empty directory, a data
-// directory where a partition's is wanted. what names the accepted arguments in the refusal.
-func holdsLog(path, what string) error {
+// segmentFileOrDir refuses a path that is neither a directory nor a segment file (*.seg): the
+// config store, say. what names the accepted arguments in the refusal.
+func segmentFileOrDir(path, what string) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
-	if !st.IsDir() {
-		if !statelog.IsSegmentFile(filepath.Base(path)) {
-			return usageError{fmt.Errorf("%s is not a segment file (named BASE-ID.seg): give %s", path, what)}
-		}
-		return nil
+	if !st.IsDir() && !statelog.IsSegmentFile(filepath.Base(path)) {
+		return usageError{fmt.Errorf("%s is not a segment file (named BASE-ID.seg): give %s", path, what)}
 	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return err
-	}
-	for _, en := range entries {
-		if statelog.IsLogFile(en.Name()) {
-			return nil
-		}
-	}
+	return nil
+}
+
+// noLog is the refusal of a directory that holds no state log (statelog.ErrNoLog): an empty
+// directory, or a data directory where a partition's is wanted.
+func noLog(path, what string) error {
 	return usageError{fmt.Errorf("%s holds no state log: give %s", path, what)}
 }
 
@@ -312,15 +311,15 @@ func repairLog(e env, dir string, yes bool) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return usageError{fmt.Errorf("%s is not a partition log directory", dir)}
 	}
-	if err := holdsLog(dir, "one state partition's log directory (DATA_DIR/"+logDirPrefix+"N)"); err != nil {
-		return err
-	}
 	// Without --yes, the repair itself runs over an overlay that keeps its changes in memory.
 	repairLogger, opts := zap.NewNop(), statelog.Options{FS: vfs.Overlay(vfs.OS())}
 	if yes {
 		repairLogger, opts = logger, statelog.Options{}
 	}
 	report, err := statelog.Repair(repairLogger, dir, opts)
+	if errors.Is(err, statelog.ErrNoLog) {
+		return noLog(dir, "one state partition's log directory (DATA_DIR/"+logDirPrefix+"N)")
+	}
 	if err != nil {
 		return fmt.Errorf("repair %s: %w", dir, err)
 	}

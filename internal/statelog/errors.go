@@ -25,6 +25,10 @@ var (
 	// any log of the file system wrote before it may be lost, so no later sync can vouch for
 	// it. Reopening the logs does not help; the process must be restarted.
 	ErrSyncFailed = errors.New("statelog: file-system sync failed; the process must be restarted")
+	// ErrNoLog is returned by Repair and Scan for a directory that holds no file of a state log
+	// (no segment and no log-start offset file). Open creates a log in such a directory; the
+	// operator's tools must not take one for an empty log, or repair one into it.
+	ErrNoLog = errors.New("statelog: the directory holds no state log")
 )
 
 // CorruptionError says where the log is damaged. Segment is the path of the damaged file (a

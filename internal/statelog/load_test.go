@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -192,6 +193,13 @@ func scanAgrees(t testing.TB, fsys *faultfs.CrashFS, dir string, opts Options, l
 	}
 	var lce, sce *CorruptionError
 	switch {
+	case !holdsLog(slices.Collect(maps.Keys(before))):
+		// Every log file was removed: Load starts a new log there, Scan refuses.
+		if !errors.Is(err, ErrNoLog) || len(scanned) > 0 || load.err != nil || len(load.recs) > 0 {
+			t.Fatalf("directory without a log: Scan returned %v and %d records, Load %v and %d records; want ErrNoLog from Scan and an empty new log from Load",
+				err, len(scanned), load.err, len(load.recs))
+		}
+		return
 	case errors.As(load.err, &lce):
 		if !errors.As(err, &sce) || filepath.Base(sce.Segment) != filepath.Base(lce.Segment) || sce.Offset != lce.Offset {
 			t.Fatalf("Load found corruption %v, Scan returned %v", lce, err)

@@ -2,6 +2,7 @@ package statelog
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,6 +18,11 @@ const (
 // IsLogFile reports whether the file name (without its directory) is one a state log keeps:
 // a segment file or the log-start offset file. A directory holding none has no log.
 func IsLogFile(name string) bool { return IsSegmentFile(name) || name == startFileName }
+
+// holdsLog reports whether the directory listing names includes a file of a state log.
+func holdsLog(names []string) bool {
+	return slices.ContainsFunc(names, IsLogFile)
+}
 
 func segmentName(base int64, id uint64) string {
 	return fmt.Sprintf("%0*d-%0*x%s", baseDigits, base, idDigits, id, segmentSuffix)

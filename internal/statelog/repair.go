@@ -55,8 +55,9 @@ type TornTail struct {
 // data is reset to the nearest valid value (the first segment's base, or the end offset).
 // Repair then opens the log normally (which also truncates a torn tail, as Open always does)
 // and closes it; a torn tail it truncates is reported too. A log without corruption or torn tail
-// is left untouched (zero report). Repair holds the
-// directory lock throughout, so it fails on a log that is open elsewhere.
+// is left untouched (zero report). A directory without any file of a log is refused with
+// ErrNoLog. Repair holds the directory lock throughout, so it fails on a log that is open
+// elsewhere.
 func Repair(logger *zap.Logger, dir string, opts Options) (RepairReport, error) {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -67,7 +68,11 @@ func Repair(logger *zap.Logger, dir string, opts Options) (RepairReport, error) 
 		return report, err
 	}
 	opts.TruncateAfter, opts.SyncGroup = nil, nil
-	if _, err := opts.FS.ReadDir(dir); err != nil {
+	names, err := opts.FS.ReadDir(dir)
+	if err == nil && !holdsLog(names) {
+		err = ErrNoLog
+	}
+	if err != nil {
 		return report, fmt.Errorf("statelog: repair %s: %w", dir, err)
 	}
 	lock, err := LockDir(opts.FS, dir)

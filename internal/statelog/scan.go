@@ -16,7 +16,8 @@ import (
 // frame verified: a torn tail of the newest segment (or of the single file) ends the scan and
 // is logged; corruption elsewhere stops it there with a *CorruptionError, after the records
 // before the damage went to fn. record aliases an internal buffer and is valid only until fn
-// returns; a non-nil error from fn stops the scan and is returned.
+// returns; a non-nil error from fn stops the scan and is returned. A directory without any file
+// of a log is refused with ErrNoLog.
 func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, record []byte) error) error {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -26,7 +27,11 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 		return err
 	}
 	var torn *tornTail
-	if _, err = opts.FS.ReadDir(path); err == nil {
+	names, err := opts.FS.ReadDir(path)
+	if err == nil && !holdsLog(names) {
+		return fmt.Errorf("statelog: scan %s: %w", path, ErrNoLog)
+	}
+	if err == nil {
 		in := newInspector(path, opts)
 		in.deliver = fn
 		var st *dirState

@@ -110,3 +110,39 @@ func TestScan(t *testing.T) {
 		}
 	})
 }
+
+// An empty directory, or one whose only file is the lock of a log that never got a segment, is
+// not an empty log to the operator's tools: Scan and Repair refuse it and leave it as it was,
+// while Open still starts a new log there.
+func TestScanAndRepairRefuseDirectoryWithoutLog(t *testing.T) {
+	for _, files := range [][]string{nil, {lockFileName}, {lockFileName, "notes.txt"}} {
+		dir := t.TempDir()
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := dirContent(t, dir)
+		recs, err := scanAll(t, dir, Options{})
+		if !errors.Is(err, ErrNoLog) || len(recs) > 0 {
+			t.Errorf("Scan of a directory holding %q: %d records, %v; want ErrNoLog", files, len(recs), err)
+		}
+		report, err := Repair(zaptest.NewLogger(t), dir, Options{})
+		if !errors.Is(err, ErrNoLog) || len(report.Corruptions) > 0 || report.TornTail != nil || report.StartOffsetReset {
+			t.Errorf("Repair of a directory holding %q: %+v, %v; want ErrNoLog", files, report, err)
+		}
+		if after := dirContent(t, dir); !maps.Equal(before, after) {
+			t.Errorf("a refused Scan or Repair changed the directory: %q before, %q after", before, after)
+		}
+		l, err := Open(zaptest.NewLogger(t), dir, Options{})
+		if err != nil {
+			t.Fatalf("Open of a directory holding %q: %v", files, err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := scanAll(t, dir, Options{}); err != nil {
+			t.Errorf("Scan of the new log Open started: %v", err)
+		}
+	}
+}
