@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode"
 )
 
 // Key names the code refers to. The table below is the authority on every key.
@@ -102,16 +103,18 @@ const (
 )
 
 // PrincipalSeparator separates the entries of a principal list. Principals are distinguished
-// names full of commas, so lists use semicolons, as Kafka's super.users does.
+// names full of commas, so lists use semicolons, as Kafka's super.users does. A semicolon inside
+// a distinguished name is escaped there ("\;", RFC 2253), as principal names always write it, and
+// does not separate.
 const PrincipalSeparator = ";"
 
 // ParsePrincipals splits a principal list (an authorizer.*.principals value) into its entries,
-// each trimmed, empty entries skipped. Every entry must be "*" (any authenticated client) or a
-// principal name "User:<distinguished name>".
+// each trimmed of surrounding white space (a space escaped at its end, "\ ", is kept), empty
+// entries skipped. Every entry must be "*" (any authenticated client) or a principal name
+// "User:<distinguished name>".
 func ParsePrincipals(text string) ([]string, error) {
 	var out []string
-	for _, entry := range strings.Split(text, PrincipalSeparator) {
-		entry = strings.TrimSpace(entry)
+	for _, entry := range splitPrincipals(text) {
 		switch {
 		case entry == "":
 			continue
@@ -122,6 +125,32 @@ func ParsePrincipals(text string) ([]string, error) {
 		out = append(out, entry)
 	}
 	return out, nil
+}
+
+// splitPrincipals splits text at every PrincipalSeparator that no backslash escapes and trims
+// each entry, keeping a trailing space that a backslash escapes.
+func splitPrincipals(text string) []string {
+	var entries []string
+	start, escapedEnd := 0, 0 // escapedEnd: the end of the last escaped byte seen
+	flush := func(end int) {
+		entry := strings.TrimRightFunc(text[start:end], unicode.IsSpace)
+		if start+len(entry) < escapedEnd {
+			entry = text[start:escapedEnd]
+		}
+		entries = append(entries, strings.TrimLeftFunc(entry, unicode.IsSpace))
+	}
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case '\\':
+			i++ // the escaped byte
+			escapedEnd = min(i+1, len(text))
+		case PrincipalSeparator[0]:
+			flush(i)
+			start = i + 1
+		}
+	}
+	flush(len(text))
+	return entries
 }
 
 func checkPrincipals(text string) error {

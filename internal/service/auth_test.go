@@ -357,3 +357,32 @@ func TestStreamAuthorization(t *testing.T) {
 		}
 	}
 }
+
+// A subject with a semicolon can be granted: its principal escapes it ("\;", RFC 2253), and the
+// list keeps an escaped semicolon inside the entry.
+func TestGrantSubjectWithSemicolon(t *testing.T) {
+	list, err := groupcfg.ParsePrincipals(`User:CN=a\;b,O=Acme; User:CN=c`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAuthorizer(nil, AuthorizerConfig{ClusterAction: list})
+	ca := newTestCA(t, "ca")
+	for _, tc := range []struct {
+		subject pkix.Name
+		allowed bool
+	}{
+		{pkix.Name{CommonName: "a;b", Organization: []string{"Acme"}}, true},
+		{pkix.Name{CommonName: "c"}, true},
+		{pkix.Name{CommonName: "a"}, false},
+		{pkix.Name{CommonName: "b", Organization: []string{"Acme"}}, false},
+	} {
+		leaf := ca.issue(t, tc.subject, false).Leaf
+		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{}, AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+			PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf}}}}})
+		err := a.authorize(ctx, "/sharecoord.v1.ShareCoordinatorService/WriteShareGroupState")
+		if (err == nil) != tc.allowed {
+			p, _ := PrincipalFromContext(ctx)
+			t.Errorf("principal %q with grants %q: %v; want allowed=%v", p, list, err, tc.allowed)
+		}
+	}
+}
