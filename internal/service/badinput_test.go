@@ -255,6 +255,16 @@ func badInputs(t *testing.T) []badInput {
 		{"delivery state beyond int8", callWrite(writeBatch(batch(0, 1, 258, 1))), invalidRequest("State batch 1 has delivery state 258; the valid states are")},
 		{"delivery count -1", callWrite(writeBatch(batch(0, 1, 2, -1))), invalidRequest("State batch 1 has delivery count -1; the valid counts are 0 to 32767.")},
 		{"delivery count beyond int16", callWrite(writeBatch(batch(0, 1, 2, math.MaxInt16+1))), invalidRequest("State batch 1 has delivery count 32768; the valid counts are 0 to 32767.")},
+		// A value too wide for Kafka's fields is answered after the checks that come before its
+		// batch, as any other invalid batch would be.
+		{"delivery state beyond int8, negative partition", callWrite(writeReq("g", topicA, -1, 5, 7, 0, batch(0, 1, 300, 1))),
+			invalidRequest("partition id cannot be a negative")},
+		{"delivery count beyond int16, negative leader epoch", callWrite(writeReq("g", topicA, 0, 5, -1, 0, batch(0, 1, 2, math.MaxInt32))),
+			invalidRequest("leader epoch cannot be a negative")},
+		{"delivery state beyond int8 after a bad batch", callWrite(writeReq("g", topicA, 0, 5, 7, 0, batch(-1, 1, 2, 1), batch(0, 1, 300, 1))),
+			invalidRequest("State batch 0 has a negative first offset -1.")},
+		{"delivery state beyond int8, start offset below -1", callWrite(writeReq("g", topicA, 0, 5, 7, -2, batch(0, 1, 300, 1))),
+			invalidRequest("start offset cannot be less than -1")},
 		{"delivery count minimum int32", callWrite(writeBatch(batch(0, 1, 2, math.MinInt32))), invalidRequest("State batch 1 has delivery count -2147483648; the valid counts")},
 		{"write to an uninitialized key", callWrite(writeReq("g", topicB, 0, 5, 7, 0)), invalidRequest("uninitialized share partition")},
 		{"read of an uninitialized key", callRead(readWith(9, 7, topicA)), invalidRequest("uninitialized share partition")},

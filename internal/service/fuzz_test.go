@@ -314,11 +314,25 @@ func FuzzStateHandlers(f *testing.F) {
 	})
 }
 
-func partitionsIn[T interface{ GetPartitions() []P }, P interface{ GetPartition() int32 }](topics []T) []int32 {
+// partitionsIn lists the partitions of a request in the order of its results: by topic id, in
+// the order the ids first appear, and in request order within a topic.
+func partitionsIn[T interface {
+	GetTopicId() string
+	GetPartitions() []P
+}, P interface{ GetPartition() int32 }](topics []T) []int32 {
 	var out []int32
-	for _, t := range topics {
-		for _, p := range t.GetPartitions() {
-			out = append(out, p.GetPartition())
+	done := map[string]bool{}
+	for i, t := range topics {
+		if done[t.GetTopicId()] {
+			continue
+		}
+		done[t.GetTopicId()] = true
+		for _, same := range topics[i:] {
+			if same.GetTopicId() == t.GetTopicId() {
+				for _, p := range same.GetPartitions() {
+					out = append(out, p.GetPartition())
+				}
+			}
 		}
 	}
 	return out

@@ -121,11 +121,27 @@ func eachPartition[T stateTopic[P], P statePartition, R any](s *StateServer, gro
 	return out, nil
 }
 
-// topicResults pairs each topic id of the request with its partition results, built by mk.
+// topicResults builds, with mk, one topic result per topic id of the request, in the order the ids
+// first appear, holding the partition results of every entry naming that id in request order. A
+// request may name a topic in several entries; Kafka answers each topic once.
 func topicResults[T interface{ GetTopicId() string }, R, TR any](topics []T, parts [][]R, mk func(topicID string, parts []R) TR) []TR {
-	out := make([]TR, len(topics))
+	out := make([]TR, 0, len(topics))
+	if len(topics) == 1 {
+		return append(out, mk(topics[0].GetTopicId(), parts[0]))
+	}
+	first := make(map[string]int, len(topics)) // topic id → index of its first entry
+	merged := make([][]R, len(topics))
 	for i, t := range topics {
-		out[i] = mk(t.GetTopicId(), parts[i])
+		j, seen := first[t.GetTopicId()]
+		if !seen {
+			first[t.GetTopicId()], j = i, i
+		}
+		merged[j] = append(merged[j], parts[i]...)
+	}
+	for i, t := range topics {
+		if first[t.GetTopicId()] == i {
+			out = append(out, mk(t.GetTopicId(), merged[i]))
+		}
 	}
 	return out
 }
@@ -207,24 +223,30 @@ func (s *StateServer) WriteShareGroupState(ctx context.Context, req *pb.WriteSha
 }
 
 // write converts one partition of a write request and hands it to the key's partition. Values
-// that do not fit Kafka's field widths are rejected here, since converting them would change them.
+// that do not fit Kafka's field widths are rejected here, since converting them would change them,
+// but only after the checks the partition makes before it would reach that batch, so that the
+// answer is the one the partition gives any other invalid write.
 func (s *StateServer) write(ctx context.Context, key shard.Key, p *pb.WriteStatePartition) shard.Result {
 	batches, bad := fromProtoBatches(p.GetStateBatches())
-	if bad != "" {
-		return shard.Result{Code: shard.ErrInvalidRequest, Message: bad}
-	}
 	dcc := int32(-1)
 	if p.DeliveryCompleteCount != nil {
 		dcc = p.GetDeliveryCompleteCount()
 	}
-	return s.route(key).Write(ctx, shard.WriteRequest{
+	r := shard.WriteRequest{
 		Key:                   key,
 		StateEpoch:            p.GetStateEpoch(),
 		LeaderEpoch:           p.GetLeaderEpoch(),
 		StartOffset:           p.GetStartOffset(),
 		DeliveryCompleteCount: dcc,
 		StateBatches:          batches,
-	})
+	}
+	if bad != "" {
+		if res := shard.CheckWrite(&r); res.Code != shard.ErrNone {
+			return res
+		}
+		return shard.Result{Code: shard.ErrInvalidRequest, Message: bad}
+	}
+	return s.route(key).Write(ctx, r)
 }
 
 // DeleteShareGroupState implements the DeleteShareGroupState RPC.
@@ -309,8 +331,8 @@ func toProtoBatches(in []shard.StateBatch) []*pb.StateBatch {
 }
 
 // fromProtoBatches converts state batches. A delivery state or count that does not fit Kafka's
-// int8 / int16 fields is refused with the message to answer (the shard checks the values that do
-// fit, with the same messages).
+// int8 / int16 fields is refused with the message to answer and the batches before it (the shard
+// checks the values that do fit, with the same messages).
 func fromProtoBatches(in []*pb.StateBatch) ([]shard.StateBatch, string) {
 	if len(in) == 0 {
 		return nil, ""
@@ -318,10 +340,10 @@ func fromProtoBatches(in []*pb.StateBatch) ([]shard.StateBatch, string) {
 	out := make([]shard.StateBatch, len(in))
 	for i, b := range in {
 		if st := b.GetDeliveryState(); st < math.MinInt8 || st > math.MaxInt8 {
-			return nil, fmt.Sprintf(shard.MsgBadDeliveryState, i, st)
+			return out[:i], fmt.Sprintf(shard.MsgBadDeliveryState, i, st)
 		}
 		if c := b.GetDeliveryCount(); c < math.MinInt16 || c > math.MaxInt16 {
-			return nil, fmt.Sprintf(shard.MsgBadDeliveryCount, i, c)
+			return out[:i], fmt.Sprintf(shard.MsgBadDeliveryCount, i, c)
 		}
 		out[i] = shard.StateBatch{
 			FirstOffset:   b.GetFirstOffset(),

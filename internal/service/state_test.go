@@ -2,6 +2,9 @@ package service
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -220,6 +223,96 @@ func TestResultsInRequestOrder(t *testing.T) {
 			if pr.GetErrorCode() != wantCode {
 				t.Fatalf("topic %s partition %d: %v, want %v", tr.GetTopicId(), pr.GetPartition(), pr.GetErrorCode(), wantCode)
 			}
+		}
+	}
+}
+
+// resultShape describes topic results as "A[3 1] B[0]" (topicA, topicB) and checks that every
+// partition answered NONE.
+func resultShape[P interface {
+	GetPartition() int32
+	GetErrorCode() pb.ErrorCode
+}, T interface {
+	GetTopicId() string
+	GetPartitions() []P
+}](t *testing.T, rpc string, results []T) string {
+	t.Helper()
+	var out []string
+	for _, r := range results {
+		name := map[string]string{topicA: "A", topicB: "B"}[r.GetTopicId()]
+		var ps []int32
+		for _, p := range r.GetPartitions() {
+			ps = append(ps, p.GetPartition())
+			if p.GetErrorCode() != pb.ErrorCode_ERROR_CODE_NONE {
+				t.Errorf("%s: %s-%d answered %v", rpc, name, p.GetPartition(), p.GetErrorCode())
+			}
+		}
+		out = append(out, fmt.Sprint(name, ps))
+	}
+	return strings.Join(out, " ")
+}
+
+// TestTopicNamedInSeveralEntries: a topic named in several entries of one request gets one result,
+// where it first appears, holding the partitions of all its entries in request order, as Kafka
+// answers; this holds for every state RPC.
+func TestTopicNamedInSeveralEntries(t *testing.T) {
+	ts := startServer(t, testOptions{partitions: 7})
+	ctx := ctxT(t)
+	const want = "A[3 1 2 0] B[0 5 4]"
+	initialize := &pb.InitializeShareGroupStateRequest{GroupId: "merge"}
+	write := &pb.WriteShareGroupStateRequest{GroupId: "merge"}
+	read := &pb.ReadShareGroupStateRequest{GroupId: "merge"}
+	summary := &pb.ReadShareGroupStateSummaryRequest{GroupId: "merge"}
+	del := &pb.DeleteShareGroupStateRequest{GroupId: "merge"}
+	for _, e := range []struct {
+		topic      string
+		partitions []int32
+	}{{topicA, []int32{3, 1}}, {topicB, []int32{0}}, {topicA, []int32{2}}, {topicB, []int32{5, 4}}, {topicA, []int32{0}}} {
+		it, wt, rt := &pb.InitializeStateTopic{TopicId: e.topic}, &pb.WriteStateTopic{TopicId: e.topic}, &pb.ReadStateTopic{TopicId: e.topic}
+		st, dt := &pb.ReadStateSummaryTopic{TopicId: e.topic}, &pb.DeleteStateTopic{TopicId: e.topic}
+		for _, p := range e.partitions {
+			it.Partitions = append(it.Partitions, &pb.InitializeStatePartition{Partition: p, StateEpoch: 1})
+			wt.Partitions = append(wt.Partitions, &pb.WriteStatePartition{Partition: p, StateEpoch: 1, LeaderEpoch: 1, StartOffset: 10})
+			rt.Partitions = append(rt.Partitions, &pb.ReadStatePartition{Partition: p, LeaderEpoch: 1})
+			st.Partitions = append(st.Partitions, &pb.ReadStateSummaryPartition{Partition: p, LeaderEpoch: 1})
+			dt.Partitions = append(dt.Partitions, &pb.DeleteStatePartition{Partition: p})
+		}
+		initialize.Topics, write.Topics, read.Topics = append(initialize.Topics, it), append(write.Topics, wt), append(read.Topics, rt)
+		summary.Topics, del.Topics = append(summary.Topics, st), append(del.Topics, dt)
+	}
+	shapes := map[string]func() (string, error){
+		"1 Initialize": func() (string, error) {
+			r, err := ts.state.InitializeShareGroupState(ctx, initialize)
+			return resultShape[*pb.PartitionResult](t, "Initialize", r.GetResults()), err
+		},
+		"2 Write": func() (string, error) {
+			r, err := ts.state.WriteShareGroupState(ctx, write)
+			return resultShape[*pb.PartitionResult](t, "Write", r.GetResults()), err
+		},
+		"3 Read": func() (string, error) {
+			r, err := ts.state.ReadShareGroupState(ctx, read)
+			for _, tr := range r.GetResults() {
+				for _, p := range tr.GetPartitions() {
+					if p.GetStartOffset() != 10 {
+						t.Errorf("Read of partition %d: start offset %d, want the 10 written", p.GetPartition(), p.GetStartOffset())
+					}
+				}
+			}
+			return resultShape[*pb.ReadStatePartitionResult](t, "Read", r.GetResults()), err
+		},
+		"4 ReadSummary": func() (string, error) {
+			r, err := ts.state.ReadShareGroupStateSummary(ctx, summary)
+			return resultShape[*pb.ReadStateSummaryPartitionResult](t, "ReadSummary", r.GetResults()), err
+		},
+		"5 Delete": func() (string, error) {
+			r, err := ts.state.DeleteShareGroupState(ctx, del)
+			return resultShape[*pb.PartitionResult](t, "Delete", r.GetResults()), err
+		},
+	}
+	for _, rpc := range slices.Sorted(maps.Keys(shapes)) {
+		got, err := shapes[rpc]()
+		if err != nil || got != want {
+			t.Errorf("%s answered %q, %v; want %q", rpc, got, err, want)
 		}
 	}
 }

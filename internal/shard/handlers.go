@@ -42,6 +42,25 @@ const (
 	MsgBadDeliveryCount = "State batch %d has delivery count %d; the valid counts are 0 to 32767."
 )
 
+// CheckWrite returns the answer to a write that its fields alone make invalid, whatever the state
+// (Kafka's checks of the request, then validateWriteFields'), or the zero Result. A partition
+// makes these checks first; a caller that refuses a write before handing it over (for a value that
+// its fields cannot hold) calls it to answer in the same order.
+func CheckWrite(r *WriteRequest) Result {
+	switch {
+	case r.Key.Partition < 0:
+		return invalid(msgNegativePartition)
+	case r.LeaderEpoch < 0:
+		return invalid(msgNegativeLeader)
+	case r.StateEpoch < 0:
+		return invalid(msgNegativeState)
+	}
+	if msg := validateWriteFields(r); msg != "" {
+		return invalid(msg)
+	}
+	return Result{}
+}
+
 // validateWriteFields is the extra validation of a write's fields.
 func validateWriteFields(r *WriteRequest) string {
 	if r.StartOffset < -1 {
@@ -77,16 +96,8 @@ func (m *machine) lookup(k Key) *entry {
 
 // write is writeState.
 func (m *machine) write(r *WriteRequest, p *pending) Result {
-	switch {
-	case r.Key.Partition < 0:
-		return invalid(msgNegativePartition)
-	case r.LeaderEpoch < 0:
-		return invalid(msgNegativeLeader)
-	case r.StateEpoch < 0:
-		return invalid(msgNegativeState)
-	}
-	if msg := validateWriteFields(r); msg != "" {
-		return invalid(msg)
+	if res := CheckWrite(r); res.Code != ErrNone {
+		return res
 	}
 	e := m.lookup(r.Key)
 	if e == nil {

@@ -390,7 +390,7 @@ func (x *InitializeStatePartition) GetStartOffset() int64 {
 // InitializeShareGroupStateResponse holds one result per requested partition.
 type InitializeShareGroupStateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Results per topic, in request order.
+	// One result per topic id, in the order the ids first appear in the request.
 	Results       []*TopicResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -601,7 +601,7 @@ func (x *ReadStatePartition) GetLeaderEpoch() int32 {
 // ReadShareGroupStateResponse holds one result per requested partition.
 type ReadShareGroupStateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Results per topic, in request order.
+	// One result per topic id, in the order the ids first appear in the request.
 	Results       []*ReadStateTopicResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -996,7 +996,7 @@ func (x *WriteStatePartition) GetStateBatches() []*StateBatch {
 // WriteShareGroupStateResponse holds one result per requested partition.
 type WriteShareGroupStateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Results per topic, in request order.
+	// One result per topic id, in the order the ids first appear in the request.
 	Results       []*TopicResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1198,7 +1198,7 @@ func (x *DeleteStatePartition) GetPartition() int32 {
 // DeleteShareGroupStateResponse holds one result per requested partition.
 type DeleteShareGroupStateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Results per topic, in request order.
+	// One result per topic id, in the order the ids first appear in the request.
 	Results       []*TopicResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1409,7 +1409,7 @@ func (x *ReadStateSummaryPartition) GetLeaderEpoch() int32 {
 // ReadShareGroupStateSummaryResponse holds one result per requested partition.
 type ReadShareGroupStateSummaryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Results per topic, in request order.
+	// One result per topic id, in the order the ids first appear in the request.
 	Results       []*ReadStateSummaryTopicResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

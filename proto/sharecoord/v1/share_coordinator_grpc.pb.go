@@ -40,7 +40,9 @@ const (
 // faults (an empty group id, no topics, a topic without partitions, the same partition twice, too
 // many partitions, a string field that is not valid UTF-8) are gRPC INVALID_ARGUMENT with a
 // message naming the field; everything else is answered per partition with an ErrorCode and
-// message, in request order. A request larger than grpc.max.recv.message.bytes is refused with
+// message, in request order. The results come one per topic id, in the order the ids first
+// appear: a topic named in several entries gets one result holding the partitions of all of them,
+// as Kafka answers. A request larger than grpc.max.recv.message.bytes is refused with
 // RESOURCE_EXHAUSTED, and bytes that are not a protobuf message at all with gRPC's own INTERNAL
 // "failed to unmarshal".
 type ShareCoordinatorServiceClient interface {
@@ -142,7 +144,9 @@ func (c *shareCoordinatorServiceClient) FindCoordinator(ctx context.Context, in 
 // faults (an empty group id, no topics, a topic without partitions, the same partition twice, too
 // many partitions, a string field that is not valid UTF-8) are gRPC INVALID_ARGUMENT with a
 // message naming the field; everything else is answered per partition with an ErrorCode and
-// message, in request order. A request larger than grpc.max.recv.message.bytes is refused with
+// message, in request order. The results come one per topic id, in the order the ids first
+// appear: a topic named in several entries gets one result holding the partitions of all of them,
+// as Kafka answers. A request larger than grpc.max.recv.message.bytes is refused with
 // RESOURCE_EXHAUSTED, and bytes that are not a protobuf message at all with gRPC's own INTERNAL
 // "failed to unmarshal".
 type ShareCoordinatorServiceServer interface {
