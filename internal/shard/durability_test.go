@@ -129,9 +129,10 @@ func waitState(t *testing.T, s *Shard, want State) {
 	}
 }
 
-// After an append whose sync failed, the reload cuts the log back to its durable end: the
-// unacknowledged batch is gone from disk and from the state, although its write reached the
-// file (and a plain reopen would find it). A load that fails in between keeps the cut pending.
+// After an append whose sync failed, and whose own cut of the failed frame failed too, the reload
+// cuts the log back to its durable end: the unacknowledged batch is gone from disk and from the
+// state, although its write reached the file (and a plain reopen would find it). A load that
+// fails in between keeps the cut pending.
 func TestShardReloadTruncatesToDurableEnd(t *testing.T) {
 	tests := []struct {
 		name string
@@ -157,7 +158,8 @@ func TestShardReloadTruncatesToDurableEnd(t *testing.T) {
 			mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 10, StateBatches: bs(sb(10, 19, 2, 1))}))
 			durableEnd, durableBytes := s.Stats().LogEndOffset, segmentSizes(t, dir)
 
-			syncFails := failNth(1, faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), syscall.EIO)
+			syncFails := faultfs.Any(failNth(1, faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), syscall.EIO),
+				failNth(1, faultfs.OnKinds(faultfs.OpTruncate), syscall.EIO))
 			inj := syncFails
 			if tc.alsoFail != nil {
 				inj = faultfs.Any(syncFails, failNth(1, tc.alsoFail, syscall.EIO))
@@ -485,5 +487,71 @@ func TestShardSyncGroupCrashRecovery(t *testing.T) {
 			close(stop)
 			wg.Wait()
 		})
+	}
+}
+
+// After a failed file-system sync the shard cannot reopen its log (the group refuses it) to cut
+// it back to its durable end; the restart the error asks for must still not load the batch whose
+// sync failed, which the page cache holds. The failed append cut it off itself.
+func TestRestartAfterFailedGroupSyncDropsTheBatch(t *testing.T) {
+	dataDir, fsys, g := newOSSyncGroup(t)
+	ctx := context.Background()
+	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir, RetryBackoff: 1, MaxRetryBackoff: 1,
+		Log: statelog.Options{FS: fsys, SyncGroup: g}})
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	fsys.SetInjector(failNth(1, faultfs.OnKinds(faultfs.OpSyncFS), syscall.EIO))
+	if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {
+		t.Fatalf("write whose sync failed: %+v", r)
+	}
+	waitState(t, s, Failed)
+	_ = s.Close()
+	_ = g.Close()
+	// the process restarts
+	s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
+	if err := s2.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 0 {
+		t.Fatalf("after restart: %+v; the write whose sync failed (never acknowledged, its pages' write-back failed) is served as durable state", got)
+	}
+}
+
+// The same with per-file fdatasync, where the shard keeps the durable end in memory: while the
+// reload that would cut the failed batch keeps failing (a sick disk), the process is killed. The
+// next process must not serve the unacknowledged batch.
+func TestRestartWhileReloadFailsDropsTheBatch(t *testing.T) {
+	dataDir := t.TempDir()
+	fsys := faultfs.Wrap(vfs.OS(), nil)
+	ctx := context.Background()
+	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour,
+		Log: statelog.Options{FS: fsys}})
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	var n atomic.Int64
+	fsys.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpSync && n.Add(1) == 1 {
+			return syscall.EIO // the append's fdatasync
+		}
+		if op.Kind == faultfs.OpReadDir {
+			return syscall.EIO // the reload fails too
+		}
+		return nil
+	}))
+	if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {
+		t.Fatalf("write whose sync failed: %+v", r)
+	}
+	waitState(t, s, Failed)
+	// kill -9 and restart: a new process opens the directory (the failed shard holds no lock).
+	s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
+	if err := s2.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 0 {
+		t.Fatalf("after restart: %+v; the write whose fdatasync failed is served as durable state", got)
 	}
 }

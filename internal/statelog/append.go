@@ -55,17 +55,17 @@ func (l *Log) Append(records [][]byte) (first int64, err error) {
 
 	buf := l.frame(records, frameSize, first)
 	if _, err := l.active.WriteAt(buf, active.size); err != nil {
-		return 0, l.fail(fmt.Errorf("statelog: append to %s: %w", active.path, err))
+		return 0, l.failAppend(fmt.Errorf("statelog: append to %s: %w", active.path, err), active)
 	}
 	took := -1.0 // a sync group records its own syncs
 	if g := l.opts.SyncGroup; g != nil {
 		if err := g.Sync(); err != nil {
-			return 0, l.fail(fmt.Errorf("statelog: sync the file system of %s: %w", active.path, err))
+			return 0, l.failAppend(fmt.Errorf("statelog: sync the file system of %s: %w", active.path, err), active)
 		}
 	} else {
 		began := time.Now()
 		if err := l.active.Sync(); err != nil {
-			return 0, l.fail(fmt.Errorf("statelog: sync %s: %w", active.path, err))
+			return 0, l.failAppend(fmt.Errorf("statelog: sync %s: %w", active.path, err), active)
 		}
 		took = time.Since(began).Seconds()
 	}
@@ -76,6 +76,25 @@ func (l *Log) Append(records [][]byte) (first int64, err error) {
 	l.m.appended(len(records), frameSize, took)
 	l.publish()
 	return first, nil
+}
+
+// failAppend fails the log with err, the failure of an append whose frame went (in part, perhaps)
+// past active's durable size, and cuts that frame off at once with the segment's own handle: a
+// truncation and an fdatasync of it, not a retry of the failed sync. The kernel may have dropped
+// the frame's pages, or keep them in the page cache where a later Open, of this process or the
+// next, would find them intact and build on them. If the cut fails too, the frame stays until a
+// reopen with Options.TruncateAfter removes it.
+func (l *Log) failAppend(err error, active *segment) error {
+	err = l.fail(err)
+	cut := l.active.Truncate(active.size)
+	if cut == nil {
+		cut = l.active.Sync()
+	}
+	if cut != nil {
+		l.logger.Error("could not cut a failed append off the log; it goes when the log is reopened at its durable end",
+			zap.String("segment", active.path), zap.Int64("durable_size", active.size), zap.Error(cut))
+	}
+	return err
 }
 
 // frame encodes records as one frame starting at offset base.

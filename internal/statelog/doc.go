@@ -11,8 +11,10 @@
 //   - Open verifies every checksum of the live log. A torn tail of the newest segment (what an
 //     interrupted append leaves) is truncated and reported; any other damage fails Open with a
 //     *CorruptionError naming the file and byte offset. Nothing acknowledged is dropped
-//     silently. Repair, for operators, cuts the log at a corruption point and reports what it
-//     dropped.
+//     silently. Open then syncs the newest segment and the log's directory, and LockDir every
+//     ancestor directory: an append that a killed process wrote but never synced is intact in
+//     the page cache, and is made durable before the log serves it or builds on it. Repair, for
+//     operators, cuts the log at a corruption point and reports what it dropped.
 //   - Load is Open and a replay from the log-start offset in one pass: each frame is verified
 //     as it is read, and its records are handed over before the next frame is read, so a
 //     restart reads and checksums every byte once. Recovery is Open's; a load that fails
@@ -23,9 +25,11 @@
 //     it. A failed write or sync is never retried: the log fails (ErrFailed) until reopened,
 //     because after a failed fsync the kernel may already have dropped the dirty pages. The
 //     batch of a failed append may still be readable from the page cache and be lost later
-//     (its pages were never written back); reopening with Options.TruncateAfter set to the
-//     failed log's EndOffset, its durable end, removes it for good. A failed sync of a
-//     SyncGroup fails every log of the group until the process restarts (ErrSyncFailed).
+//     (its pages were never written back), so the failed append truncates it off the segment
+//     at once and syncs the cut, before it returns. Should that cut fail too, reopening with
+//     Options.TruncateAfter set to the failed log's EndOffset, its durable end, removes it. A
+//     failed sync of a SyncGroup fails every log of the group until the process restarts
+//     (ErrSyncFailed); each log's cut uses the segment's own fdatasync, not the group's.
 //
 // # Directory
 //

@@ -91,36 +91,30 @@ func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, de
 	return l, nil
 }
 
-// LockDir creates dir and any missing parents if needed, makes every new directory entry durable,
-// and takes an exclusive lock on the file LOCK in dir, held until Close. It fails when another
-// process (or another LockDir of this one) holds the lock. Open and Repair take it on the log's
-// directory; a server takes it on its data directory, so that two processes never share one.
+// LockDir creates dir and any missing parents if needed, makes the directory entries of dir and
+// of every ancestor durable, and takes an exclusive lock on the file LOCK in dir, held until
+// Close. It fails when another process (or another LockDir of this one) holds the lock. Open and
+// Repair take it on the log's directory; a server takes it on its data directory, so that two
+// processes never share one.
 func LockDir(fsys FS, dir string) (io.Closer, error) {
 	dir = filepath.Clean(dir)
-	// The parents of the directories MkdirAll is about to create: each new entry must be
-	// synced, or a power cut can take the whole log with it. dir's parent is synced even when
-	// dir exists, as whoever created dir may not have synced its entry.
-	syncs := []string{filepath.Dir(dir)}
-	for p := dir; ; {
-		if _, err := fsys.ReadDir(p); err == nil {
-			break
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("statelog: read directory %s: %w", p, err)
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			break
-		}
-		if parent != syncs[len(syncs)-1] {
-			syncs = append(syncs, parent)
-		}
-		p = parent
-	}
 	if err := fsys.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("statelog: create %s: %w", dir, err)
 	}
-	for _, p := range slices.Backward(syncs) {
-		if err := fsys.SyncDir(p); err != nil {
+	// Every ancestor is synced, from the top, whether this call created it or found it: a
+	// process killed before it synced the directories it created leaves entries that a power
+	// cut can still take, and the whole log with them. The directories above dir's parent,
+	// which a process may not be allowed to open, are synced where permitted.
+	var ancestors []string
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		ancestors = append(ancestors, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	for i, p := range slices.Backward(ancestors) {
+		err := fsys.SyncDir(p)
+		if err != nil && (i == 0 || !errors.Is(err, fs.ErrPermission)) {
 			return nil, fmt.Errorf("statelog: sync directory %s: %w", p, err)
 		}
 	}
@@ -152,26 +146,22 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 	for _, name := range st.stray {
 		l.logger.Warn("ignoring unknown file in state log directory", zap.String("file", name))
 	}
-	dirty := false
 	if st.staleTmp {
 		if err := l.remove(filepath.Join(l.dir, startTmpName)); err != nil {
 			return err
 		}
-		dirty = true
 	}
 	if st.remnant != nil {
 		l.logger.Warn("removing segment left by an interrupted roll", zap.String("segment", st.remnant.path))
 		if err := l.remove(st.remnant.path); err != nil {
 			return err
 		}
-		dirty = true
 	}
 	for _, s := range st.below {
 		l.logger.Info("removing segment below the log-start offset", zap.String("segment", s.path), zap.Int64("start_offset", st.start))
 		if err := l.remove(s.path); err != nil {
 			return err
 		}
-		dirty = true
 	}
 	// Segments past the truncation offset go first: were the cut interrupted, no later
 	// segment is left to continue from a cut segment.
@@ -185,12 +175,11 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 			return err
 		}
 		cutBytes += size
-		dirty = true
 	}
-	if dirty {
-		if err := l.syncDir(); err != nil {
-			return err
-		}
+	// The directory is synced whether or not recovery changed it: a process killed before it
+	// synced a new segment's entry may have left one that this process is about to use.
+	if err := l.syncDir(); err != nil {
+		return err
 	}
 	l.nextID = st.maxID + 1
 	l.segments = st.segments
@@ -220,6 +209,12 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 				return err
 			}
 			cutBytes += c.size - c.at
+		}
+		// What the newest segment holds was read from the page cache, which may hold an append a
+		// killed process wrote but never synced. Syncing it makes everything this log serves and
+		// builds on durable, and keeps the rule that a roll seals a synced segment.
+		if err := l.active.Sync(); err != nil {
+			return fmt.Errorf("statelog: sync %s: %w", newest.path, err)
 		}
 	}
 	if cutBytes > 0 {

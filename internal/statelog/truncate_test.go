@@ -165,8 +165,10 @@ func failOnce(p faultfs.Predicate, err error) faultfs.Injector {
 }
 
 // The fsyncgate scenario: an append's write reaches the page cache but its sync fails. The
-// batch was never acknowledged, yet a plain reopen finds it intact (its pages may be lost
-// later). Reopening with the failed log's durable end removes it from disk.
+// batch was never acknowledged, yet a plain reopen would find it intact (its pages may be lost
+// later). The failed append cuts it off at once; when that cut fails too (here every truncation
+// fails while the fault is in place), reopening with the failed log's durable end removes it from
+// disk.
 func TestTruncateAfterFailedAppend(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -188,7 +190,13 @@ func TestTruncateAfterFailedAppend(t *testing.T) {
 				acked := fixedBatch(1, 3, 100)
 				mustAppend(t, l, acked)
 				sizeBefore := l.Size()
-				fsys.SetInjector(failOnce(tc.fail, syscall.EIO))
+				once := failOnce(tc.fail, syscall.EIO)
+				fsys.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
+					if op.Kind == faultfs.OpTruncate {
+						return syscall.EIO
+					}
+					return once.MaybeError(op)
+				}))
 				if _, err := l.Append(fixedBatch(2, 3, 100)); !errors.Is(err, ErrFailed) {
 					t.Fatalf("Append = %v, want ErrFailed", err)
 				}
@@ -226,6 +234,56 @@ func TestTruncateAfterFailedAppend(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A failed append cuts its frame off the segment before it returns, with the segment's own
+// truncation and fdatasync, so that neither a reopen nor a power cut after it (nor a restart of a
+// process killed before any reopen) finds the unacknowledged batch. This holds with a SyncGroup
+// too, whose failed sync the cut does not depend on.
+func TestFailedAppendCutAtOnce(t *testing.T) {
+	for _, group := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fdatasync", true: "sync group"}[group], func(t *testing.T) {
+			mem := faultfs.NewCrashFS()
+			fsys := faultfs.Wrap(mem, nil)
+			opts := Options{FS: fsys}
+			fail := faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg"))
+			if group {
+				g, err := NewSyncGroup(zaptest.NewLogger(t), "/", SyncGroupOptions{FS: fsys})
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.SyncGroup, fail = g, faultfs.OnKinds(faultfs.OpSyncFS)
+			}
+			l := mustOpen(t, "/log", opts)
+			acked := fixedBatch(1, 3, 100)
+			mustAppend(t, l, acked)
+			sizeBefore := l.Size()
+			fsys.SetInjector(failOnce(fail, syscall.EIO))
+			if _, err := l.Append(fixedBatch(2, 3, 100)); !errors.Is(err, ErrFailed) {
+				t.Fatalf("Append = %v, want ErrFailed", err)
+			}
+			fsys.SetInjector(nil)
+			// The process ends here (Close does not cut): no reopen at the durable end ever
+			// happens. A restart finds what the page cache holds, a power cut what was synced.
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for name, fs := range map[string]FS{"restart": mem, "power cut": mem.CrashClone(faultfs.CrashOptions{})} {
+				var recs []rec
+				l2, err := Load(zaptest.NewLogger(t), "/log", Options{FS: fs}, collect(&recs))
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				checkRecords(t, recs, want(acked, 0))
+				if l2.Size() != sizeBefore {
+					t.Errorf("%s: log of %d bytes, want the %d acknowledged", name, l2.Size(), sizeBefore)
+				}
+				if err := l2.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

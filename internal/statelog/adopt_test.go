@@ -1,0 +1,142 @@
+package statelog
+
+import (
+	"errors"
+	"path"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+)
+
+// A process killed between an Append's write and its fdatasync leaves the frame in the page
+// cache, where the next Open finds it intact. Open must make it durable before the log builds on
+// it: otherwise a roll seals that segment unsynced, and after a power cut the log no longer opens
+// past the lost frame, with acknowledged appends in the next segment.
+func TestOpenSyncsWhatAKilledProcessLeftUnsynced(t *testing.T) {
+	mem := faultfs.NewCrashFS()
+	seg := int64(segmentHeaderSize + 2*frameLen(fixedBatch(0, 2, 40)))
+	opts := Options{FS: mem, SegmentBytes: seg}
+	l := mustOpen(t, "/log", opts)
+	mustAppend(t, l, fixedBatch(1, 2, 40))
+	// Process 1: the write of the next frame reaches the page cache, then kill -9 (no fdatasync).
+	segs := segmentFiles(t, mem, "/log")
+	p := path.Join("/log", segs[len(segs)-1])
+	buf := l.frame(fixedBatch(2, 2, 40), int(frameLen(fixedBatch(2, 2, 40))), l.EndOffset())
+	f, err := mem.OpenReadWrite(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(buf, l.segments[0].size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	l.Close()
+
+	// Process 2 (same page cache).
+	l2 := mustOpen(t, "/log", opts)
+	if l2.EndOffset() != 4 {
+		t.Fatalf("end %d", l2.EndOffset())
+	}
+	// Acknowledged appends: the second one rolls to a new segment.
+	mustAppend(t, l2, fixedBatch(3, 2, 40))
+	mustAppend(t, l2, fixedBatch(4, 2, 40))
+	acked := l2.EndOffset()
+	if n := len(segmentFiles(t, mem, "/log")); n < 2 {
+		t.Fatalf("no roll: %d segments", n)
+	}
+	l2.Close()
+
+	// Power cut: only what was synced survives.
+	clone := mem.CrashClone(faultfs.CrashOptions{})
+	l3, err := Open(zaptest.NewLogger(t), "/log", Options{FS: clone, SegmentBytes: seg})
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		t.Fatalf("after the power cut the log does not open (acknowledged appends up to %d): %v", acked, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l3.EndOffset() < acked {
+		t.Fatalf("acknowledged end %d, recovered end %d", acked, l3.EndOffset())
+	}
+}
+
+// A process killed inside createSegment, after writing the header but before the header and
+// directory syncs, leaves a segment whose directory entry is not durable. Open must sync the
+// directory before appending to it, or a power cut removes the file with acknowledged records in
+// it, and the log opens shorter without a word.
+func TestOpenSyncsASegmentEntryAKilledProcessLeft(t *testing.T) {
+	for _, roll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "first segment", true: "rolled segment"}[roll], func(t *testing.T) {
+			mem := faultfs.NewCrashFS()
+			opts := Options{FS: mem, SegmentBytes: 1 << 20}
+			base, id := int64(0), uint64(1)
+			var before int64
+			if roll {
+				l := mustOpen(t, "/log", opts)
+				mustAppend(t, l, fixedBatch(1, 2, 40))
+				before = l.EndOffset()
+				l.Close()
+				base, id = before, 2
+			} else {
+				if err := mem.MkdirAll("/log"); err != nil {
+					t.Fatal(err)
+				}
+				if err := mem.SyncDir("/"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Process 1, killed inside createSegment: Create + header write, no Sync, no SyncDir.
+			f, err := mem.Create(path.Join("/log", segmentName(base, id)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hdr [segmentHeaderSize]byte
+			segmentHeader{id: id, base: base}.encode(hdr[:])
+			if _, err := f.WriteAt(hdr[:], 0); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+
+			// Process 2.
+			l := mustOpen(t, "/log", opts)
+			mustAppend(t, l, fixedBatch(2, 3, 40))
+			acked := l.EndOffset()
+			l.Close()
+
+			clone := mem.CrashClone(faultfs.CrashOptions{})
+			l3, err := Open(zaptest.NewLogger(t), "/log", Options{FS: clone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l3.Close()
+			if l3.EndOffset() < acked {
+				t.Fatalf("acknowledged end %d, after the power cut the log silently ends at %d", acked, l3.EndOffset())
+			}
+		})
+	}
+}
+
+// Directories a process created and was killed before syncing are synced by the next Open, up to
+// the root, before anything is acknowledged in them.
+func TestOpenSyncsAncestorsAKilledProcessLeft(t *testing.T) {
+	mem := faultfs.NewCrashFS()
+	if err := mem.MkdirAll("/a/b/c"); err != nil { // process 1: MkdirAll, killed before SyncDir
+		t.Fatal(err)
+	}
+	l := mustOpen(t, "/a/b/c", Options{FS: mem})
+	mustAppend(t, l, fixedBatch(2, 3, 40))
+	acked := l.EndOffset()
+	l.Close()
+	clone := mem.CrashClone(faultfs.CrashOptions{})
+	l3, err := Open(zaptest.NewLogger(t), "/a/b/c", Options{FS: clone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Close()
+	if l3.EndOffset() < acked {
+		t.Fatalf("acknowledged end %d, after the power cut the log silently ends at %d", acked, l3.EndOffset())
+	}
+}
