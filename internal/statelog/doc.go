@@ -87,9 +87,11 @@
 // segment, and nothing valid can follow that damage. Recovery uses exactly this:
 //
 //   - A frame of the newest segment that is incomplete or fails a checksum is a torn tail if
-//     no intact frame exists anywhere after it in that segment (the rest of the file is
-//     scanned): the segment is truncated there, fsynced, logged and counted
-//     (sharecoord_state_log_torn_tail_truncations_total).
+//     no intact frame exists after it in that segment: the segment is truncated there,
+//     fsynced, logged and counted (sharecoord_state_log_torn_tail_truncations_total). The rest
+//     of the file is scanned from the bad frame's end when its header is intact, so that
+//     frame-like bytes in its records are not taken for a frame; else from the byte after its
+//     start.
 //   - If an intact frame follows the bad one, acknowledged data lies after the damage: that is
 //     corruption.
 //   - Bad frames in any older segment are always corruption, as are frames whose checksums

@@ -81,6 +81,9 @@ type badFrame struct {
 	pos    int64
 	torn   bool
 	reason string
+	// end is where the frame ends by its intact header (possibly past the file's end), or 0
+	// when the header is damaged too.
+	end int64
 }
 
 // next reads and verifies the frame at pos. I/O errors are returned as err; a frame that is
@@ -113,7 +116,7 @@ func (r *frameReader) header(pos int64) (frame, *badFrame, error) {
 	}
 	fr := frame{hdr: hdr, pos: pos}
 	if fr.end() > r.size {
-		return frame{}, &badFrame{pos: pos, torn: true, reason: "frame extends past end of segment"}, nil
+		return frame{}, &badFrame{pos: pos, torn: true, reason: "frame extends past end of segment", end: fr.end()}, nil
 	}
 	return fr, nil, nil
 }
@@ -126,7 +129,7 @@ func (r *frameReader) verify(fr *frame) (*badFrame, error) {
 	}
 	fr.payload = fb[frameHeaderSize:]
 	if crc(fr.payload) != fr.hdr.payloadCRC {
-		return &badFrame{pos: fr.pos, torn: true, reason: "frame payload checksum mismatch"}, nil
+		return &badFrame{pos: fr.pos, torn: true, reason: "frame payload checksum mismatch", end: fr.end()}, nil
 	}
 	if reason := checkPayload(fr.payload, fr.hdr.count, r.maxRecordBytes); reason != "" {
 		return &badFrame{pos: fr.pos, reason: reason}, nil
@@ -137,7 +140,10 @@ func (r *frameReader) verify(fr *frame) (*badFrame, error) {
 // frameAfter reports whether anything from pos on is, or may be, a frame a writer completed:
 // a frame that verifies, or one whose checksums hold but whose content is unacceptable. It
 // decides between a torn tail (nothing follows the damage) and corruption (acknowledged data
-// follows). It scans the buffered bytes for the frame magic, so it is linear in the file size.
+// follows). The bytes inside a damaged frame are a client's record bytes and may contain
+// anything, frame headers included: the caller starts past them when the damaged frame's header
+// says where it ends. It scans the buffered bytes for the frame magic, so it is linear in the
+// file size.
 func (r *frameReader) frameAfter(pos int64) (bool, error) {
 	var magic [4]byte
 	binary.LittleEndian.PutUint32(magic[:], frameMagic)

@@ -315,7 +315,13 @@ func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool, cut
 			}
 			if bad != nil {
 				if allowTorn && bad.torn {
-					found, err := r.frameAfter(pos + 1)
+					// A frame a writer completed after this one cannot start inside it, when
+					// its intact header says where it ends.
+					from := pos + 1
+					if bad.end > 0 {
+						from = bad.end
+					}
+					found, err := r.frameAfter(from)
 					if err != nil {
 						return err
 					}

@@ -149,3 +149,56 @@ func TestInterruptedRoll(t *testing.T) {
 		})
 	}
 }
+
+// A record may hold bytes that form an intact frame (a client chooses them). When the append
+// carrying it is torn, those bytes must not count as a frame a writer completed after the damage:
+// the frame's intact header says where it ends, and the search for later frames starts there.
+// Torn both where the file ends inside the frame and where its payload is whole in length but
+// holds other bytes than were written (pages written out of order).
+func TestTornTailWithFrameInsideItsRecord(t *testing.T) {
+	var fake [frameHeaderSize]byte
+	frameHeader{count: 0, length: 0, base: 0, payloadCRC: crc(nil)}.encode(fake[:])
+	rec := make([]byte, 4096)
+	copy(rec[100:], fake[:])
+	tl := buildTornTailLog(t, 1<<20, 3, [][]byte{rec})
+	full := tl.files[tl.newest]
+	frameStart := int64(len(full)) - frameLen([][]byte{rec})
+	for _, tc := range []struct {
+		name   string
+		damage func([]byte) []byte
+	}{
+		{"cut after the frame-like bytes", func(b []byte) []byte { return b[:frameStart+frameHeaderSize+recordPrefixSize+200] }},
+		{"stale bytes after the frame-like bytes", func(b []byte) []byte {
+			for i := frameStart + frameHeaderSize + recordPrefixSize + 200; i < int64(len(b)); i++ {
+				b[i] = 0xaa
+			}
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := faultfs.NewCrashFS()
+			if err := fsys.MkdirAll("/log"); err != nil {
+				t.Fatal(err)
+			}
+			var total int64
+			for n, b := range tl.files {
+				total += int64(len(b))
+				b = append([]byte(nil), b...)
+				if n == tl.newest {
+					b = tc.damage(b)
+				}
+				if err := fsys.WriteFile(path.Join("/log", n), b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := Open(zaptest.NewLogger(t), "/log", Options{FS: fsys, SegmentBytes: 1 << 20})
+			if err != nil {
+				t.Fatalf("the torn tail of an unacknowledged append was not truncated: %v", err)
+			}
+			defer l.Close()
+			if got, want := l.Size(), total-frameLen([][]byte{rec}); got != want {
+				t.Fatalf("log of %d bytes after recovery, want %d (the torn frame cut)", got, want)
+			}
+		})
+	}
+}
