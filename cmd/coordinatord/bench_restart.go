@@ -90,7 +90,7 @@ func newBenchRestartCommand(e env) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.dataDir, "data-dir", "", "directory for the generated logs (emptied when generating)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory for the generated logs: new, empty or generated before (emptied when generating)")
 	fs.IntVar(&f.spec.Partitions, "partitions", 50, "state partitions (share.coordinator.state.topic.num.partitions)")
 	fs.StringVar(&f.bytes, "bytes", "1GiB", "total log bytes to generate")
 	fs.IntVar(&f.spec.Limit, "limit", 500, "snapshot limit while generating")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -90,7 +91,26 @@ func Generated(dataDir string, spec Spec) bool {
 	return json.Unmarshal(b, &got) == nil && got == spec
 }
 
-// Generate empties dataDir and fills it with spec's logs, writing with concurrency writes in
+// checkOwnDir refuses to let Generate empty dataDir unless it is missing, empty, or holds the
+// marker of an earlier generation: a data directory of a server, say, is never deleted.
+func checkOwnDir(dataDir string) error {
+	entries, err := os.ReadDir(dataDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, markerFile)); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s holds files that bench restart did not generate (%s, ...); it empties the directory it generates in, so give a new or empty one", dataDir, entries[0].Name())
+}
+
+// Generate empties dataDir (refusing one that checkOwnDir refuses) and fills it with spec's logs, writing with concurrency writes in
 // flight; progress (if not nil) gets a line every few seconds. It returns the bytes written.
 func Generate(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec, concurrency int, progress io.Writer) (int64, error) {
 	if logger == nil {
@@ -106,10 +126,18 @@ func Generate(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec
 	if err != nil {
 		return 0, err
 	}
+	if err := checkOwnDir(dataDir); err != nil {
+		return 0, err
+	}
 	if err := os.RemoveAll(dataDir); err != nil {
 		return 0, err
 	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return 0, err
+	}
+	// The marker goes in first, so that a generation cut short leaves a directory the next one
+	// may empty; it records the spec only once the logs are complete.
+	if err := os.WriteFile(filepath.Join(dataDir, markerFile), []byte("{}\n"), 0o644); err != nil {
 		return 0, err
 	}
 	shards := openShards(logger, dataDir, spec, b)

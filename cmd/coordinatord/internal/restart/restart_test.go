@@ -2,6 +2,8 @@ package restart
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +86,41 @@ func TestGenerateThenMeasure(t *testing.T) {
 	}
 	if res.Restart <= 0 || res.Read <= 0 || res.Ratio() <= 0 || res.ReadBandwidth() <= 0 {
 		t.Fatalf("implausible result %+v", res)
+	}
+}
+
+// Generate empties only what it generated: a directory with other files in it (a server's data
+// directory, say) is refused and left as it was; a generation cut short can be redone.
+func TestGenerateRefusesForeignDirectory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(keep, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Generate(ctx, zaptest.NewLogger(t), dir, smallSpec(), 16, nil)
+	if err == nil || !strings.Contains(err.Error(), "did not generate") {
+		t.Fatalf("Generate in a directory with other files: %v, want a refusal", err)
+	}
+	if b, err := os.ReadFile(keep); err != nil || string(b) != "precious" {
+		t.Fatalf("the refused directory changed: %q, %v", b, err)
+	}
+
+	// Cut short: the context ends before the logs are complete.
+	fresh := filepath.Join(t.TempDir(), "bench")
+	short, stop := context.WithCancel(ctx)
+	stop()
+	if _, err := Generate(short, zaptest.NewLogger(t), fresh, smallSpec(), 16, nil); err == nil {
+		t.Fatal("Generate with a cancelled context succeeded")
+	}
+	if Generated(fresh, smallSpec()) {
+		t.Fatal("a generation cut short is recognized as complete")
+	}
+	if _, err := Generate(ctx, zaptest.NewLogger(t), fresh, smallSpec(), 16, nil); err != nil {
+		t.Fatalf("regenerating after a generation cut short: %v", err)
+	}
+	if !Generated(fresh, smallSpec()) {
+		t.Fatal("the regenerated directory is not recognized")
 	}
 }
