@@ -163,6 +163,11 @@ func principalsRule() Rule {
 	return Rule{Desc: `"*" or principals "User:<subject DN>", separated by ";"`, Check: checkPrincipals}
 }
 
+// maxDurationMs bounds the millisecond keys of type LONG: 2^31-1 ms, about 24.8 days, which is
+// "never" for each of them. Larger values overflow where gRPC adds them to the clock or passes
+// them to the kernel (TCP_USER_TIMEOUT takes a C int of milliseconds).
+const maxDurationMs = math.MaxInt32
+
 // snapshotFloor is the smallest snapshot limit coordinatord accepts, broker-wide or per group.
 const snapshotFloor = 200
 
@@ -369,25 +374,25 @@ func Definitions() []Definition {
 				"file descriptors that the state logs need.",
 		},
 		{
-			Name: keyGRPCKeepaliveMinTimeMs, Type: TypeLong, Default: "10000", Validator: AtLeast(0),
+			Name: keyGRPCKeepaliveMinTimeMs, Type: TypeLong, Default: "10000", Validator: Between(0, maxDurationMs),
 			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
 			Doc: "Keepalive enforcement: the shortest interval in milliseconds at which a client may send keepalive " +
 				"pings; a client that pings more often is disconnected.",
 		},
 		{
-			Name: keyGRPCKeepaliveTimeMs, Type: TypeLong, Default: "60000", Validator: AtLeast(1000),
+			Name: keyGRPCKeepaliveTimeMs, Type: TypeLong, Default: "60000", Validator: Between(1000, maxDurationMs),
 			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
 			Doc: "The server pings a client connection that has been idle this long, in milliseconds, to check that it " +
 				"is alive (gRPC does not ping more often than once a second).",
 		},
 		{
-			Name: keyGRPCKeepaliveTimeoutMs, Type: TypeLong, Default: "20000", Validator: AtLeast(1),
+			Name: keyGRPCKeepaliveTimeoutMs, Type: TypeLong, Default: "20000", Validator: Between(1, maxDurationMs),
 			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
 			Doc: "After a keepalive ping, the time in milliseconds the server waits for any activity before it closes " +
 				"the connection.",
 		},
 		{
-			Name: keyShutdownDrainTimeoutMs, Type: TypeLong, Default: "20000", Validator: AtLeast(0),
+			Name: keyShutdownDrainTimeoutMs, Type: TypeLong, Default: "20000", Validator: Between(0, maxDurationMs),
 			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
 			Doc: "On shutdown, the time in milliseconds in-flight RPCs may take to finish before they are cancelled.",
 		},

@@ -168,6 +168,15 @@ func TestStaticInputProblems(t *testing.T) {
 		{"override without =", Sources{Overrides: []string{"share.coordinator.write.timeout.ms"}}, []string{"is not KEY=VALUE"}},
 		{"override empty key", Sources{Overrides: []string{"=5"}}, []string{"is not KEY=VALUE"}},
 		{"unknown override", Sources{Overrides: []string{"listen=1"}}, []string{"unknown config listen"}},
+		// Millisecond LONG keys stop where gRPC and the kernel would overflow them.
+		{"drain timeout beyond 2^31-1 ms", Sources{Overrides: []string{"shutdown.drain.timeout.ms=9223372036854775807"}},
+			[]string{"shutdown.drain.timeout.ms=9223372036854775807 is out of range [0, 2147483647]"}},
+		{"keepalive time beyond 2^31-1 ms", Sources{Overrides: []string{"grpc.keepalive.time.ms=9223372036855"}},
+			[]string{"grpc.keepalive.time.ms=9223372036855 is out of range [1000, 2147483647]"}},
+		{"keepalive timeout beyond 2^31-1 ms", Sources{Overrides: []string{"grpc.keepalive.timeout.ms=2147483648"}},
+			[]string{"grpc.keepalive.timeout.ms=2147483648 is out of range [1, 2147483647]"}},
+		{"longest durations", Sources{Overrides: []string{"shutdown.drain.timeout.ms=2147483647", "grpc.keepalive.time.ms=2147483647",
+			"grpc.keepalive.timeout.ms=2147483647", "grpc.keepalive.min.time.ms=2147483647"}}, nil},
 		{"all at once", Sources{
 			Env:       []string{"COORDINATORD_TYPO=1"},
 			Overrides: []string{"typo.key=1", "share.coordinator.write.timeout.ms=0", "metrics.group.label.max=x"},
