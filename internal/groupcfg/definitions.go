@@ -110,8 +110,8 @@ const PrincipalSeparator = ";"
 
 // ParsePrincipals splits a principal list (an authorizer.*.principals value) into its entries,
 // each trimmed of surrounding white space (a space escaped at its end, "\ ", is kept), empty
-// entries skipped. Every entry must be "*" (any authenticated client) or a principal name
-// "User:<distinguished name>".
+// entries skipped. Every entry must be "*" or "User:*" (any authenticated client, the latter as
+// Kafka writes it) or a principal name "User:<distinguished name>".
 func ParsePrincipals(text string) ([]string, error) {
 	var out []string
 	for _, entry := range splitPrincipals(text) {
@@ -160,7 +160,7 @@ func checkPrincipals(text string) error {
 
 // principalsRule is the validator of the authorizer.*.principals keys.
 func principalsRule() Rule {
-	return Rule{Desc: `"*" or principals "User:<subject DN>", separated by ";"`, Check: checkPrincipals}
+	return Rule{Desc: `"*" (or "User:*") or principals "User:<subject DN>", separated by ";"`, Check: checkPrincipals}
 }
 
 // maxDurationMs bounds the millisecond keys of type LONG: 2^31-1 ms, about 24.8 days, which is
@@ -481,8 +481,8 @@ func Definitions() []Definition {
 			Name: KeyAuthorizerClusterAction, Type: TypeString, Default: "", Validator: principalsRule(),
 			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
 			Doc: "The principals allowed the cluster_action permission (the share-state RPCs and FindCoordinator), " +
-				"separated by semicolons, e.g. \"User:CN=broker-1,O=Acme;User:CN=broker-2,O=Acme\"; * allows every " +
-				"authenticated client. Empty allows nobody. Needs authorizer.enabled=true.",
+				"separated by semicolons, e.g. \"User:CN=broker-1,O=Acme;User:CN=broker-2,O=Acme\"; * (or Kafka's User:*) " +
+				"allows every authenticated client. Empty allows nobody. Needs authorizer.enabled=true.",
 		},
 		{
 			Name: KeyAuthorizerAlterConfigs, Type: TypeString, Default: "", Validator: principalsRule(),

@@ -32,12 +32,16 @@ const (
 	PermissionDescribeConfigs Permission = "describe_configs"
 )
 
-// AnyPrincipal in a principal list grants the permission to every authenticated client.
-const AnyPrincipal = "*"
+// AnyPrincipal in a principal list grants the permission to every authenticated client, and so
+// does Kafka's wildcard principal, AnyUserPrincipal.
+const (
+	AnyPrincipal     = "*"
+	AnyUserPrincipal = PrincipalPrefix + "*"
+)
 
 // AuthorizerConfig lists, per permission, the principals holding it: principal names as
-// CertificatePrincipal forms them ("User:CN=..."), or AnyPrincipal. An empty list grants the
-// permission to nobody.
+// CertificatePrincipal forms them ("User:CN=..."), AnyPrincipal or AnyUserPrincipal. An empty list
+// grants the permission to nobody.
 type AuthorizerConfig struct {
 	ClusterAction   []string
 	AlterConfigs    []string
@@ -66,7 +70,7 @@ type grant struct {
 func newGrant(principals []string) grant {
 	g := grant{names: make(map[string]struct{}, len(principals))}
 	for _, p := range principals {
-		if p == AnyPrincipal {
+		if p == AnyPrincipal || p == AnyUserPrincipal {
 			g.anyone = true
 			continue
 		}

@@ -386,3 +386,23 @@ func TestGrantSubjectWithSemicolon(t *testing.T) {
 		}
 	}
 }
+
+// Kafka's wildcard principal User:* grants like *: every authenticated client, nobody without a
+// principal.
+func TestKafkaWildcardPrincipal(t *testing.T) {
+	list, err := groupcfg.ParsePrincipals("User:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAuthorizer(nil, AuthorizerConfig{ClusterAction: list})
+	leaf := newTestCA(t, "ca").issue(t, pkix.Name{CommonName: "anyone", Organization: []string{"Acme"}}, false).Leaf
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{}, AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{
+		PeerCertificates: []*x509.Certificate{leaf}, VerifiedChains: [][]*x509.Certificate{{leaf}}}}})
+	const method = "/sharecoord.v1.ShareCoordinatorService/ReadShareGroupState"
+	if err := a.authorize(ctx, method); err != nil {
+		t.Errorf("User:* with a principal: %v", err)
+	}
+	if err := a.authorize(context.Background(), method); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("User:* without a principal: %v, want UNAUTHENTICATED", err)
+	}
+}
