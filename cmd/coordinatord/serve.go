@@ -44,7 +44,7 @@ type serveFlags struct {
 func (f *serveFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.configFile, "config", "", "a Java-style properties file of broker-level configs (Kafka names)")
-	fs.StringArrayVar(&f.overrides, "override", nil, "one broker-level config KEY=VALUE; wins over the environment and the file (repeatable)")
+	fs.StringArrayVar(&f.overrides, "override", nil, "one broker-level config KEY=VALUE; wins over the environment and the file, not over a dynamic value set with IncrementalAlterConfigs (repeatable)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7070", "gRPC address")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:7071", "HTTP address for /metrics, /healthz and /readyz")
 	fs.StringVar(&f.advertise, "advertised-listen", "", "HOST:PORT that FindCoordinator returns (default: the --listen address, with this host's name if it listens on all interfaces)")
