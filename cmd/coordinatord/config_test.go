@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -59,6 +61,40 @@ func TestBadConfigurationExits2(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wantBadConfig(t, t.TempDir(), tc.env, tc.args, tc.want...)
 		})
+	}
+}
+
+// TestBadAddressesTouchNothing: flags that name unusable addresses stop start-up with exit status 2
+// before the data directory is created or locked.
+func TestBadAddressesTouchNothing(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--advertised-listen", "myhost"}, "want HOST:PORT"},
+		{[]string{"--advertised-listen", "a b:70"}, `host "a b" is neither an IP address nor a host name`},
+		{[]string{"--advertised-listen", "myhost:0"}, `port "0" is not a port number`},
+		{[]string{"--listen", "127.0.0.1:notaport"}, "--listen 127.0.0.1:notaport"},
+		{[]string{"--metrics-listen", "127.0.0.1:notaport"}, "--metrics-listen 127.0.0.1:notaport"},
+	} {
+		t.Run(strings.Join(tc.args, "="), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			wantBadConfig(t, dir, nil, tc.args, tc.want)
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the data directory was created (%v)", err)
+			}
+		})
+	}
+	cwd := t.TempDir()
+	cmd := exec.Command(binPath, serverArgs("")...)
+	cmd.Dir = cwd
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitBadConfig || !strings.Contains(string(out), "--data-dir: want a directory") {
+		t.Errorf("--data-dir \"\": %v\n%s", err, out)
+	}
+	if entries, _ := os.ReadDir(cwd); len(entries) > 0 {
+		t.Errorf("--data-dir \"\" left %d files in the working directory", len(entries))
 	}
 }
 

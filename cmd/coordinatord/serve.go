@@ -76,6 +76,25 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		return badConfig(err)
 	}
 
+	if f.dataDir == "" {
+		return badConfig(errors.New("--data-dir: want a directory for the state logs and the config store"))
+	}
+	// The addresses are checked, and the ports taken, before anything is created on disk.
+	grpcLis, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return badConfig(fmt.Errorf("--listen %s: %w", f.listen, err))
+	}
+	defer func() { _ = grpcLis.Close() }()
+	metricsLis, err := net.Listen("tcp", f.metricsListen)
+	if err != nil {
+		return badConfig(fmt.Errorf("--metrics-listen %s: %w", f.metricsListen, err))
+	}
+	defer func() { _ = metricsLis.Close() }()
+	host, port, err := advertisedAddr(f.advertise, grpcLis.Addr())
+	if err != nil {
+		return badConfig(err)
+	}
+
 	switch st, err := os.Stat(f.dataDir); {
 	case errors.Is(err, fs.ErrNotExist):
 		// A typo or a volume that is not mounted would otherwise look like a healthy, empty server.
@@ -111,21 +130,7 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	broker := cfg.Broker()
 	logEffectiveConfig(logger, f, cfg)
 
-	grpcLis, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return badConfig(fmt.Errorf("--listen %s: %w", f.listen, err))
-	}
-	defer func() { _ = grpcLis.Close() }()
 	grpcLis = netutil.LimitListener(grpcLis, broker.GRPCMaxConnections())
-	metricsLis, err := net.Listen("tcp", f.metricsListen)
-	if err != nil {
-		return badConfig(fmt.Errorf("--metrics-listen %s: %w", f.metricsListen, err))
-	}
-	defer func() { _ = metricsLis.Close() }()
-	host, port, err := advertisedAddr(f.advertise, grpcLis.Addr())
-	if err != nil {
-		return badConfig(err)
-	}
 
 	logMetrics := statelog.NewMetrics(reg)
 	syncGroup, err := openSyncGroup(logger, f.dataDir, broker, logMetrics)
@@ -367,8 +372,11 @@ func advertisedAddr(flag string, listen net.Addr) (string, int32, error) {
 		return "", 0, fmt.Errorf("--advertised-listen %q: want HOST:PORT: %w", flag, err)
 	}
 	port, err := strconv.ParseUint(portText, 10, 16)
-	if err != nil {
-		return "", 0, fmt.Errorf("--advertised-listen %q: port %q is not a port number", flag, portText)
+	if err != nil || port == 0 {
+		return "", 0, fmt.Errorf("--advertised-listen %q: port %q is not a port number (1 to 65535)", flag, portText)
+	}
+	if net.ParseIP(host) == nil && !isHostName(host) {
+		return "", 0, fmt.Errorf("--advertised-listen %q: host %q is neither an IP address nor a host name (letters, digits, '-', '_' and '.')", flag, host)
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		if host, err = os.Hostname(); err != nil {
@@ -376,4 +384,15 @@ func advertisedAddr(flag string, listen net.Addr) (string, int32, error) {
 		}
 	}
 	return host, int32(port), nil
+}
+
+// isHostName reports whether host is written as a DNS host name: letters, digits, '-', '_' and
+// '.' only (the empty host is left to advertisedAddr).
+func isHostName(host string) bool {
+	for _, c := range host {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
