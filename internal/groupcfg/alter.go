@@ -49,6 +49,21 @@ func invalidRequest(format string, args ...any) *alterError {
 	return &alterError{code: ErrInvalidRequest, msg: fmt.Sprintf(format, args...)}
 }
 
+// maxGroupIDBytes is the longest group id a share group can have, as the state RPCs allow: Kafka
+// writes group ids as int16-prefixed strings.
+const maxGroupIDBytes = 32767
+
+// checkGroupName refuses a GROUP resource name that no share group can have.
+func checkGroupName(name string) *alterError {
+	switch {
+	case name == "":
+		return invalidRequest("a GROUP resource needs a group id; the name is empty")
+	case len(name) > maxGroupIDBytes:
+		return invalidRequest("the GROUP resource name is %d bytes long; a group id has at most %d bytes", len(name), maxGroupIDBytes)
+	}
+	return nil
+}
+
 // IncrementalAlterConfigs applies changes to GROUP resources (per-group overrides) and to the
 // BROKER resource of this node (dynamic broker keys). Results are in request order. Resources
 // are validated in request order, each against the configuration the earlier ones of the same
@@ -208,8 +223,8 @@ func checkOps(r AlterResource) *alterError {
 
 // alterGroup validates the changes to one group and returns its resulting overrides.
 func (m *Manager) alterGroup(r AlterResource, state *storeState, b *brokerState) (map[string]string, bool, *alterError) {
-	if r.Name == "" {
-		return nil, false, invalidRequest("a GROUP resource needs a group id; the name is empty")
+	if err := checkGroupName(r.Name); err != nil {
+		return nil, false, err
 	}
 	if err := checkOps(r); err != nil {
 		return nil, false, err

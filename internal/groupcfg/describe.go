@@ -57,8 +57,8 @@ func (m *Manager) DescribeConfigs(resources []DescribeResource, includeSynonyms,
 		res := DescribeResult{Type: r.Type, Name: r.Name}
 		switch r.Type {
 		case ResourceGroup:
-			if r.Name == "" {
-				res.ErrorCode, res.ErrorMessage = ErrInvalidRequest, "a GROUP resource needs a group id; the name is empty"
+			if err := checkGroupName(r.Name); err != nil {
+				res.ErrorCode, res.ErrorMessage = err.code, err.msg
 				break
 			}
 			g := v.values(r.Name)

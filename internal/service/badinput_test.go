@@ -298,6 +298,10 @@ func badInputs(t *testing.T) []badInput {
 		{"unspecified resource type", callAlter(alter(pb.ResourceType_RESOURCE_TYPE_UNSPECIFIED, "g", set, snapshotOverride, str("300"))), invalidRequest("")},
 		{"unknown resource type number", callDescribe(&pb.DescribeConfigsResource{ResourceType: pb.ResourceType(77), ResourceName: "g"}), invalidRequest("")},
 		{"group resource without a name", callAlter(alter(group, "", set, snapshotOverride, str("300"))), invalidRequest("group id")},
+		{"group resource name longer than a group id", callAlter(alter(group, strings.Repeat("g", 32768), set, snapshotOverride, str("300"))),
+			invalidRequest("the GROUP resource name is 32768 bytes long; a group id has at most 32767 bytes")},
+		{"describe: group resource name longer than a group id", callDescribe(&pb.DescribeConfigsResource{ResourceType: group, ResourceName: strings.Repeat("g", 32768)}),
+			invalidRequest("at most 32767 bytes")},
 		{"describe: group resource without a name", callDescribe(&pb.DescribeConfigsResource{ResourceType: group}), invalidRequest("group id")},
 	}
 }
