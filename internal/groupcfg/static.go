@@ -1,8 +1,11 @@
 package groupcfg
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/magiconair/properties"
 )
@@ -118,8 +121,7 @@ func loadStatic(sch *schema, src Sources) (*Static, []Problem) {
 	// Lowest precedence first, so that each later source overwrites the earlier ones.
 	if src.File != "" {
 		origin := "file " + src.File
-		loader := properties.Loader{Encoding: properties.UTF8, DisableExpansion: true}
-		props, err := loader.LoadFile(src.File)
+		props, err := loadProperties(src.File)
 		if err != nil {
 			problems = append(problems, Problem{Source: origin,
 				Message: fmt.Sprintf("cannot read config file %s: %v; fix the file or the --config flag", src.File, err)})
@@ -226,4 +228,25 @@ func isServiceLink(name string) bool {
 	rest := strings.TrimPrefix(name, EnvPrefix)
 	return rest == "SERVICE_HOST" || rest == "SERVICE_PORT" || strings.HasPrefix(rest, "SERVICE_PORT_") ||
 		rest == "PORT" || strings.HasPrefix(rest, "PORT_")
+}
+
+// loadProperties reads a Java properties file (UTF-8, no ${} expansion). A file that is not text
+// (a NUL byte, or bytes that are not UTF-8) is refused as such, without quoting its bytes.
+func loadProperties(path string) (*properties.Properties, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		return nil, fmt.Errorf("it is not a text file (a NUL byte at byte %d)", i)
+	}
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n == 1 {
+			return nil, fmt.Errorf("it is not UTF-8 text (at byte %d)", i)
+		}
+		i += n
+	}
+	loader := properties.Loader{Encoding: properties.UTF8, DisableExpansion: true}
+	return loader.LoadBytes(data)
 }

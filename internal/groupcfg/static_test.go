@@ -150,6 +150,8 @@ func TestStaticInputProblems(t *testing.T) {
 		want []string // one substring per expected problem, in order
 	}{
 		{"missing file", Sources{File: "/no/such/file.properties"}, []string{"cannot read config file /no/such/file.properties"}},
+		{"binary file", Sources{File: "WRITE:a=1\n\x7fELF\x00\x01"}, []string{"it is not a text file (a NUL byte at byte 8)"}},
+		{"file not UTF-8", Sources{File: "WRITE:a=1\nb=\xff\xfe"}, []string{"it is not UTF-8 text (at byte 6)"}},
 		{"unknown key in file", Sources{File: "WRITE:share.coordinator.nope=1"}, []string{"unknown config share.coordinator.nope"}},
 		{"group key in file", Sources{File: "WRITE:share.delivery.count.limit=4"},
 			[]string{"share.delivery.count.limit is a group config, set per group with IncrementalAlterConfigs on a GROUP resource; to change the default of every group, set group.share.delivery.count.limit instead"}},
