@@ -171,6 +171,11 @@ func (s *certStore) reloadLocked(stamps fileStamps, why string) {
 			s.retryAt = nyv.notBefore
 		}
 		s.metrics.reloads.WithLabelValues("failure").Inc()
+		if !s.retryAt.IsZero() {
+			s.logger.Error("TLS reload failed; the loaded certificate stays in use until the new one becomes valid or the files change again",
+				zap.String("reason", why), zap.Time("retry_at", s.retryAt), zap.Error(err))
+			return
+		}
 		s.logger.Error("TLS reload failed; the loaded certificate stays in use until the files change again",
 			zap.String("reason", why), zap.Error(err))
 		return
