@@ -77,6 +77,7 @@ func printSyncResult(e env, r diskprobe.SyncResult) {
 		fmt.Fprintf(e.stdout, ", each after %v idle", r.Idle)
 	}
 	fmt.Fprint(e.stdout, "\n\n")
+	warnCreated(e, r)
 	fmt.Fprintln(e.stdout, "| measured | p50 | p90 | p99 | p99.9 | max |")
 	fmt.Fprintln(e.stdout, "|---|---:|---:|---:|---:|---:|")
 	for _, row := range []struct {
@@ -85,5 +86,13 @@ func printSyncResult(e env, r diskprobe.SyncResult) {
 	}{{"fdatasync", r.Sync}, {"write + fdatasync", r.WriteSync}} {
 		fmt.Fprintf(e.stdout, "| %s | %s | %s | %s | %s | %s |\n", row.name, latency.Format(row.s.P50),
 			latency.Format(row.s.P90), latency.Format(row.s.P99), latency.Format(row.s.P999), latency.Format(row.s.Max))
+	}
+}
+
+// warnCreated says, on stderr, that the probe's directory did not exist: a mistyped path measures
+// whatever disk holds its parent.
+func warnCreated(e env, r diskprobe.SyncResult) {
+	if r.Created {
+		fmt.Fprintf(e.stderr, "note: %s did not exist; the probe ran in it as a new directory (removed again), on the disk of its parent\n", r.Dir)
 	}
 }

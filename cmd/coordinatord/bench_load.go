@@ -138,6 +138,7 @@ func checkLoadTargets(e env, f *loadFlags, rep *loadgen.Report) error {
 	if w.Latency.P50 > bound {
 		verdict = "missed"
 	}
+	warnCreated(e, res)
 	fmt.Fprintf(e.stdout, "fdatasync p50 on %s = %s (%d samples)\n", f.fsyncDir, latency.Format(res.Sync.P50), res.Samples)
 	fmt.Fprintf(e.stdout, "write p50 %s vs %.1f x (health p50 %s + fdatasync p50 %s) = %s at %d in flight: %s (the target applies at 1 in flight)\n",
 		latency.Format(w.Latency.P50), targetP50Factor, latency.Format(h.Latency.P50), latency.Format(res.Sync.P50),

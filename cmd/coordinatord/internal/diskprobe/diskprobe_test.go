@@ -8,13 +8,13 @@ import (
 )
 
 func TestSyncLatency(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "not", "there", "yet") // created by the probe
+	dir := t.TempDir()
 	res, err := SyncLatency(dir, 20, 128, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Samples != 20 || res.Sync.Count != 20 || res.WriteSync.Count != 20 {
-		t.Fatalf("want 20 samples of each, got %+v", res)
+	if res.Samples != 20 || res.Sync.Count != 20 || res.WriteSync.Count != 20 || res.Created {
+		t.Fatalf("want 20 samples of each in the existing directory, got %+v", res)
 	}
 	if res.Sync.P50 <= 0 || res.WriteSync.P50 < res.Sync.P50 {
 		t.Fatalf("want 0 < sync p50 <= write+sync p50, got %v and %v", res.Sync.P50, res.WriteSync.P50)
@@ -25,6 +25,22 @@ func TestSyncLatency(t *testing.T) {
 	}
 	if len(entries) != 0 {
 		t.Fatalf("the scratch file was left behind: %v", entries)
+	}
+}
+
+// A missing directory (whose parent exists) is created for the probe, reported, and removed; one
+// whose parent is missing too is refused.
+func TestSyncLatencyMissingDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "probe")
+	res, err := SyncLatency(dir, 5, 128, 0)
+	if err != nil || !res.Created {
+		t.Fatalf("SyncLatency in a missing directory: %+v, %v; want a result that says it created it", res, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the directory created for the probe is still there (%v)", err)
+	}
+	if _, err := SyncLatency(filepath.Join(t.TempDir(), "not", "there"), 5, 128, 0); err == nil {
+		t.Fatal("SyncLatency under a missing parent succeeded")
 	}
 }
 

@@ -3,6 +3,7 @@ package diskprobe
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,6 +15,7 @@ import (
 // each write+fdatasync pair.
 type SyncResult struct {
 	Dir       string
+	Created   bool // Dir did not exist: it was created for the probe and removed after
 	Samples   int
 	Bytes     int           // bytes written before each sync
 	Idle      time.Duration // sleep before each sample
@@ -26,13 +28,18 @@ type SyncResult struct {
 // file grows like a log's active segment, so each sync also persists the new file size, as a
 // log append's does. With idle > 0 it sleeps that long before each sample, so that the machine
 // goes idle between syncs as it does between the calls of a server with one call in flight;
-// with 0 the syncs run back to back. dir is created if missing; the scratch file is removed
-// afterwards.
+// with 0 the syncs run back to back. The scratch file is removed afterwards. A missing dir is
+// created for the probe (its parent must exist) and removed after it, and the result says so:
+// a mistyped path measures whatever disk holds its parent.
 func SyncLatency(dir string, n, size int, idle time.Duration) (SyncResult, error) {
 	if n <= 0 || size <= 0 || idle < 0 {
 		return SyncResult{}, fmt.Errorf("sync probe: want samples > 0, bytes > 0 and idle >= 0, got %d, %d and %v", n, size, idle)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	created := false
+	if err := os.Mkdir(dir, 0o755); err == nil {
+		created = true
+		defer func() { _ = os.Remove(dir) }()
+	} else if !errors.Is(err, fs.ErrExist) {
 		return SyncResult{}, fmt.Errorf("sync probe: create %s: %w", dir, err)
 	}
 	f, err := os.CreateTemp(dir, ".fsync-probe-*")
@@ -72,7 +79,7 @@ func SyncLatency(dir string, n, size int, idle time.Duration) (SyncResult, error
 		syncH.Record(done.Sub(written))
 		pairH.Record(done.Sub(began))
 	}
-	return SyncResult{Dir: dir, Samples: n, Bytes: size, Idle: idle, Sync: syncH.Summary(), WriteSync: pairH.Summary()}, nil
+	return SyncResult{Dir: dir, Created: created, Samples: n, Bytes: size, Idle: idle, Sync: syncH.Summary(), WriteSync: pairH.Summary()}, nil
 }
 
 func syncDir(dir string) error {
