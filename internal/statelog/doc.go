@@ -11,8 +11,8 @@
 //   - Open verifies every checksum of the live log. A torn tail of the newest segment (what an
 //     interrupted append leaves) is truncated and reported; any other damage fails Open with a
 //     *CorruptionError naming the file and byte offset. Nothing acknowledged is dropped
-//     silently. Open then syncs the newest segment and the log's directory, and LockDir every
-//     ancestor directory: an append that a killed process wrote but never synced is intact in
+//     silently. Open then syncs the newest segment and the log's directory, and LockDir the
+//     ancestor directories: an append that a killed process wrote but never synced is intact in
 //     the page cache, and is made durable before the log serves it or builds on it. Repair, for
 //     operators, cuts the log at a corruption point and reports what it dropped.
 //   - Load is Open and a replay from the log-start offset in one pass: each frame is verified

@@ -92,19 +92,35 @@ func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, de
 }
 
 // LockDir creates dir and any missing parents if needed, makes the directory entries of dir and
-// of every ancestor durable, and takes an exclusive lock on the file LOCK in dir, held until
-// Close. It fails when another process (or another LockDir of this one) holds the lock. Open and
+// of the directories it created durable, syncs every other ancestor where the file system lets it,
+// and takes an exclusive lock on the file LOCK in dir, held until Close. It fails when another process (or another LockDir of this one) holds the lock. Open and
 // Repair take it on the log's directory; a server takes it on its data directory, so that two
 // processes never share one.
 func LockDir(fsys FS, dir string) (io.Closer, error) {
 	dir = filepath.Clean(dir)
+	// The entries this call creates, and dir's own, must be made durable: a failure to sync
+	// their directories fails the call. dir's parent is synced even when dir exists, as whoever
+	// created dir may not have synced its entry.
+	must := map[string]bool{filepath.Dir(dir): true}
+	for p := dir; ; {
+		if _, err := fsys.ReadDir(p); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("statelog: read directory %s: %w", p, err)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		must[parent] = true
+		p = parent
+	}
 	if err := fsys.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("statelog: create %s: %w", dir, err)
 	}
-	// Every ancestor is synced, from the top, whether this call created it or found it: a
-	// process killed before it synced the directories it created leaves entries that a power
-	// cut can still take, and the whole log with them. The directories above dir's parent,
-	// which a process may not be allowed to open, are synced where permitted.
+	// The other ancestors are synced too, from the top, where the file system lets this process:
+	// a process killed before it synced the directories it created leaves entries that a power
+	// cut can still take, and the whole log with them.
 	var ancestors []string
 	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
 		ancestors = append(ancestors, p)
@@ -112,9 +128,8 @@ func LockDir(fsys FS, dir string) (io.Closer, error) {
 			break
 		}
 	}
-	for i, p := range slices.Backward(ancestors) {
-		err := fsys.SyncDir(p)
-		if err != nil && (i == 0 || !errors.Is(err, fs.ErrPermission)) {
+	for _, p := range slices.Backward(ancestors) {
+		if err := fsys.SyncDir(p); err != nil && must[p] {
 			return nil, fmt.Errorf("statelog: sync directory %s: %w", p, err)
 		}
 	}
