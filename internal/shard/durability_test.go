@@ -555,3 +555,39 @@ func TestRestartWhileReloadFailsDropsTheBatch(t *testing.T) {
 		t.Fatalf("after restart: %+v; the write whose fdatasync failed is served as durable state", got)
 	}
 }
+
+// A load whose sync of what it found fails is not retried: the retry would find the same bytes in
+// the page cache and a sync that no longer reports the failure. The partition stays failed, saying
+// what to do, until the process is restarted.
+func TestLoadSyncFailureIsNotRetried(t *testing.T) {
+	dataDir := t.TempDir()
+	ctx := context.Background()
+	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var syncs atomic.Int64
+	fsys := faultfs.Wrap(vfs.OS(), faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpSync && filepath.Ext(op.Path) == ".seg" {
+			syncs.Add(1)
+			return syscall.EIO
+		}
+		return nil
+	}))
+	s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
+		Log: statelog.Options{FS: fsys}})
+	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrNotDurable) {
+		t.Fatalf("load = %v, want ErrNotDurable", err)
+	}
+	time.Sleep(50 * time.Millisecond) // fifty backoffs
+	if n := syncs.Load(); n != 1 {
+		t.Fatalf("%d syncs of the loaded log, want 1: the load was retried", n)
+	}
+	if r := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable {
+		t.Fatalf("summary of a failed partition: %+v", r)
+	}
+}

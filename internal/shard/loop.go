@@ -12,7 +12,8 @@ import (
 
 // run is the shard goroutine: load, serve, and after a failed commit reload (truncating the log
 // to the durable end it had); a failed load is retried with backoff (not after corruption or a
-// failed file-system sync) while queued operations are answered COORDINATOR_NOT_AVAILABLE.
+// failed file-system sync, or a sync of what the load found) while queued operations are answered
+// COORDINATOR_NOT_AVAILABLE.
 func (s *Shard) run() {
 	defer close(s.done)
 	backoff := s.opts.RetryBackoff
@@ -33,6 +34,12 @@ func (s *Shard) run() {
 				// which writes of which partition it took.
 				s.logger.Error("state partition failed: a file-system sync of the data directory failed; "+
 					"restart the process to reload every state partition from disk", zap.Error(err))
+				wait = -1
+			case errors.Is(err, statelog.ErrNotDurable):
+				// A retry would read the bytes whose sync failed from the page cache and trust
+				// them; only dropping that cache tells what is on disk.
+				s.logger.Error("state partition failed: its log could not be synced when it was loaded; "+
+					"drop the page cache (or restart the machine) before restarting the process", zap.Error(err))
 				wait = -1
 			case errors.As(err, &corrupt):
 				s.logger.Error("state partition load failed", zap.Error(err))

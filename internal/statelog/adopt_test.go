@@ -140,3 +140,43 @@ func TestOpenSyncsAncestorsAKilledProcessLeft(t *testing.T) {
 		t.Fatalf("acknowledged end %d, after the power cut the log silently ends at %d", acked, l3.EndOffset())
 	}
 }
+
+// When Open cannot sync what it found, it cannot tell what is on disk: a retry would read the same
+// bytes from the page cache and its sync would succeed. The error says so (ErrNotDurable), unless
+// a truncation offset vouches for everything kept.
+func TestOpenSyncFailureIsNotDurable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fail     faultfs.Predicate
+		truncate bool
+		want     bool
+	}{
+		{"segment sync", faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), false, true},
+		{"directory sync", faultfs.OnKinds(faultfs.OpSyncDir).And(faultfs.OnPath("/log")), false, true},
+		{"segment sync, truncating", faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := faultfs.NewCrashFS()
+			l := mustOpen(t, "/log", Options{FS: mem})
+			mustAppend(t, l, fixedBatch(1, 2, 40))
+			end := l.EndOffset()
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			opts := Options{FS: faultfs.Wrap(mem, faultfs.Match(tc.fail, errors.New("EIO")))}
+			if tc.truncate {
+				opts.TruncateAfter = &end
+			}
+			_, err := Open(zaptest.NewLogger(t), "/log", opts)
+			if err == nil || errors.Is(err, ErrNotDurable) != tc.want {
+				t.Fatalf("Open = %v; want an error, ErrNotDurable %v", err, tc.want)
+			}
+		})
+	}
+	// A new, empty log has nothing to mistake for durable: a failed sync there is an ordinary error.
+	_, err := Open(zaptest.NewLogger(t), "/new", Options{FS: faultfs.Wrap(faultfs.NewCrashFS(),
+		faultfs.Match(faultfs.OnKinds(faultfs.OpSyncDir).And(faultfs.OnPath("/new")), errors.New("EIO")))})
+	if err == nil || errors.Is(err, ErrNotDurable) {
+		t.Fatalf("Open of a new log = %v; want an ordinary error", err)
+	}
+}

@@ -194,7 +194,10 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 	// The directory is synced whether or not recovery changed it: a process killed before it
 	// synced a new segment's entry may have left one that this process is about to use.
 	if err := l.syncDir(); err != nil {
-		return err
+		if len(st.segments) == 0 {
+			return err // nothing was found that could be taken for durable
+		}
+		return l.notDurable(err)
 	}
 	l.nextID = st.maxID + 1
 	l.segments = st.segments
@@ -229,7 +232,7 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 		// killed process wrote but never synced. Syncing it makes everything this log serves and
 		// builds on durable, and keeps the rule that a roll seals a synced segment.
 		if err := l.active.Sync(); err != nil {
-			return fmt.Errorf("statelog: sync %s: %w", newest.path, err)
+			return l.notDurable(fmt.Errorf("statelog: sync %s: %w", newest.path, err))
 		}
 	}
 	if cutBytes > 0 {
@@ -249,6 +252,18 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 	}
 	l.size.Store(size)
 	return nil
+}
+
+// notDurable is the error of a failed sync that Open makes of what it found. Without a truncation
+// offset, what the log holds past its last synced append is unknown (a killed process may have
+// left an append that it never synced): err is marked ErrNotDurable, since a retry would find
+// those bytes again in the page cache and its sync would not report the failure again. With one,
+// everything kept was synced before, and err is an ordinary I/O error.
+func (l *Log) notDurable(err error) error {
+	if l.opts.TruncateAfter != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotDurable, err)
 }
 
 func (l *Log) truncateTornTail(t *tornTail) error {
