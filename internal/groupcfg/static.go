@@ -2,9 +2,11 @@ package groupcfg
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/magiconair/properties"
@@ -230,8 +232,8 @@ func isServiceLink(name string) bool {
 		rest == "PORT" || strings.HasPrefix(rest, "PORT_")
 }
 
-// loadProperties reads a Java properties file (UTF-8, no ${} expansion). A file that is not text
-// (a NUL byte, or bytes that are not UTF-8) is refused as such, without quoting its bytes.
+// loadProperties reads a Java properties file (UTF-8, no ${} expansion). A file holding a NUL
+// byte is refused as not being text, and a parse error shows no byte that is not printable text.
 func loadProperties(path string) (*properties.Properties, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -240,13 +242,15 @@ func loadProperties(path string) (*properties.Properties, error) {
 	if i := bytes.IndexByte(data, 0); i >= 0 {
 		return nil, fmt.Errorf("it is not a text file (a NUL byte at byte %d)", i)
 	}
-	for i := 0; i < len(data); {
-		r, n := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && n == 1 {
-			return nil, fmt.Errorf("it is not UTF-8 text (at byte %d)", i)
-		}
-		i += n
-	}
 	loader := properties.Loader{Encoding: properties.UTF8, DisableExpansion: true}
-	return loader.LoadBytes(data)
+	p, err := loader.LoadBytes(data)
+	if err != nil {
+		return nil, errors.New(strings.Map(func(r rune) rune {
+			if r == utf8.RuneError || !unicode.IsPrint(r) {
+				return '?'
+			}
+			return r
+		}, err.Error()))
+	}
+	return p, nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func writeProps(t *testing.T, text string) string {
@@ -151,7 +152,8 @@ func TestStaticInputProblems(t *testing.T) {
 	}{
 		{"missing file", Sources{File: "/no/such/file.properties"}, []string{"cannot read config file /no/such/file.properties"}},
 		{"binary file", Sources{File: "WRITE:a=1\n\x7fELF\x00\x01"}, []string{"it is not a text file (a NUL byte at byte 8)"}},
-		{"file not UTF-8", Sources{File: "WRITE:a=1\nb=\xff\xfe"}, []string{"it is not UTF-8 text (at byte 6)"}},
+		{"Latin-1 comment", Sources{File: "WRITE:# caf\xe9\nshare.coordinator.write.timeout.ms=7000"}, nil},
+		{"parse error quotes no raw bytes", Sources{File: "WRITE:a=\\u12\xff\x01"}, []string{"cannot read config file"}},
 		{"unknown key in file", Sources{File: "WRITE:share.coordinator.nope=1"}, []string{"unknown config share.coordinator.nope"}},
 		{"group key in file", Sources{File: "WRITE:share.delivery.count.limit=4"},
 			[]string{"share.delivery.count.limit is a group config, set per group with IncrementalAlterConfigs on a GROUP resource; to change the default of every group, set group.share.delivery.count.limit instead"}},
@@ -289,4 +291,36 @@ func mustAtoi(t *testing.T, s string) int64 {
 		t.Fatalf("not a number: %q", s)
 	}
 	return v.num
+}
+
+// A properties file takes one backslash as an escape, as Java's does: an RFC 2253 escape in a
+// principal is written with two there, and arrives as one; --override takes it as it is.
+func TestPrincipalEscapesInPropertiesFile(t *testing.T) {
+	want := []string{`User:CN=a\;b,O=Acme`, `User:CN=c\,d`}
+	for name, src := range map[string]Sources{
+		"file":     {File: writeProps(t, `authorizer.cluster.action.principals=User:CN=a\\;b,O=Acme;User:CN=c\\,d`)},
+		"override": {Overrides: []string{`authorizer.cluster.action.principals=User:CN=a\;b,O=Acme;User:CN=c\,d`}},
+	} {
+		s, err := LoadStatic(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := s.Broker().Text(KeyAuthorizerClusterAction)
+		got, err := ParsePrincipals(text)
+		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("%s: %q, %v; want %q", name, got, err, want)
+		}
+	}
+}
+
+// A parse error of a --config file names the line but shows no raw control or non-UTF-8 byte.
+func TestPropertiesParseErrorIsPrintable(t *testing.T) {
+	problems := CheckStatic(Sources{File: writeProps(t, "a=\\u12\xff\x01\x1b[31m")})
+	if len(problems) != 1 {
+		t.Fatalf("problems %v, want one", problems)
+	}
+	msg := problems[0].String()
+	if !strings.Contains(msg, "cannot read config file") || strings.ContainsAny(msg, "\xff\x01\x1b") || !utf8.ValidString(msg) {
+		t.Fatalf("problem %q: want the file named and no raw bytes", msg)
+	}
 }
