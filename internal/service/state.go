@@ -331,26 +331,24 @@ func toProtoBatches(in []shard.StateBatch) []*pb.StateBatch {
 }
 
 // fromProtoBatches converts state batches. A delivery state or count that does not fit Kafka's
-// int8 / int16 fields is refused with the message to answer and the batches before it (the shard
-// checks the values that do fit, with the same messages).
+// int8 / int16 fields is refused with the message to answer; the batches returned then end with
+// that one, holding its offsets and, in place of the value that does not fit and of those checked
+// after it, valid ones (0), so that the checks the shard makes before it can be made first.
 func fromProtoBatches(in []*pb.StateBatch) ([]shard.StateBatch, string) {
 	if len(in) == 0 {
 		return nil, ""
 	}
 	out := make([]shard.StateBatch, len(in))
 	for i, b := range in {
+		out[i] = shard.StateBatch{FirstOffset: b.GetFirstOffset(), LastOffset: b.GetLastOffset()}
 		if st := b.GetDeliveryState(); st < math.MinInt8 || st > math.MaxInt8 {
-			return out[:i], fmt.Sprintf(shard.MsgBadDeliveryState, i, st)
+			return out[:i+1], fmt.Sprintf(shard.MsgBadDeliveryState, i, st)
 		}
+		out[i].DeliveryState = int8(b.GetDeliveryState())
 		if c := b.GetDeliveryCount(); c < math.MinInt16 || c > math.MaxInt16 {
-			return out[:i], fmt.Sprintf(shard.MsgBadDeliveryCount, i, c)
+			return out[:i+1], fmt.Sprintf(shard.MsgBadDeliveryCount, i, c)
 		}
-		out[i] = shard.StateBatch{
-			FirstOffset:   b.GetFirstOffset(),
-			LastOffset:    b.GetLastOffset(),
-			DeliveryState: int8(b.GetDeliveryState()),
-			DeliveryCount: int16(b.GetDeliveryCount()),
-		}
+		out[i].DeliveryCount = int16(b.GetDeliveryCount())
 	}
 	return out, ""
 }
