@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,5 +197,30 @@ func TestCheckConfigSecurity(t *testing.T) {
 				t.Fatalf("check-config %v: exit %d, want %d and a line containing %q:\n%s", tc.overrides, code, exitBadConfig, tc.want, out)
 			}
 		})
+	}
+}
+
+// advertisedAddr takes the listen address as it is when --advertised-listen is not set, zoned IPv6
+// addresses included, and checks only what the operator wrote.
+func TestAdvertisedAddr(t *testing.T) {
+	zoned := &net.TCPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0", Port: 7070}
+	for _, tc := range []struct {
+		flag   string
+		listen net.Addr
+		host   string
+		port   int32
+		bad    bool
+	}{
+		{"", zoned, "fe80::1%eth0", 7070, false},
+		{"[fe80::1%eth0]:7071", zoned, "fe80::1%eth0", 7071, false},
+		{"broker-1.coordinatord.svc:7070", zoned, "broker-1.coordinatord.svc", 7070, false},
+		{"a b:70", zoned, "", 0, true},
+		{"host:0", zoned, "", 0, true},
+		{"host", zoned, "", 0, true},
+	} {
+		host, port, err := advertisedAddr(tc.flag, tc.listen)
+		if (err != nil) != tc.bad || host != tc.host || port != tc.port {
+			t.Errorf("advertisedAddr(%q, %v) = %q, %d, %v; want %q, %d, error %v", tc.flag, tc.listen, host, port, err, tc.host, tc.port, tc.bad)
+		}
 	}
 }

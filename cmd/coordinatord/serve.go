@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -375,7 +376,7 @@ func advertisedAddr(flag string, listen net.Addr) (string, int32, error) {
 	if err != nil || port == 0 {
 		return "", 0, fmt.Errorf("--advertised-listen %q: port %q is not a port number (1 to 65535)", flag, portText)
 	}
-	if net.ParseIP(host) == nil && !isHostName(host) {
+	if _, ipErr := netip.ParseAddr(host); flag != "" && ipErr != nil && !isHostName(host) {
 		return "", 0, fmt.Errorf("--advertised-listen %q: host %q is neither an IP address nor a host name (letters, digits, '-', '_' and '.')", flag, host)
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
