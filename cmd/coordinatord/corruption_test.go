@@ -350,6 +350,13 @@ func TestToolsRefuseWhatIsNotALog(t *testing.T) {
 	if out, stderr, code := runTool(t, "dump-log", dir); code != 0 || out != want {
 		t.Errorf("dump-log %s with an empty partition directory: exit %d, %d bytes of output (%d without it)\n%s", dir, code, len(out), len(want), stderr)
 	}
+	// A misnamed segment file alone is a damaged log, as the server finds it, not an absent one.
+	if err := os.WriteFile(filepath.Join(dir, logDirPrefix+"99", "junk.seg"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runTool(t, "dump-log", dir); code != exitFailure || !strings.Contains(stderr, "unrecognised segment file name") {
+		t.Errorf("dump-log %s with a lone misnamed segment: exit %d, want %d naming the damage\n%s", dir, code, exitFailure, stderr)
+	}
 }
 
 // TestRepairLogReportsTornTail: damage to the last append of a log is a torn tail, which the

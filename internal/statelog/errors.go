@@ -33,7 +33,7 @@ var (
 	// first (or the machine restarted).
 	ErrNotDurable = errors.New("statelog: the log could not be made durable")
 	// ErrNoLog is returned by Repair and Scan for a directory that holds no file of a state log
-	// (no segment and no log-start offset file). Open creates a log in such a directory; the
+	// (no segment file, well-named or not, and no log-start offset file). Open creates a log in such a directory; the
 	// operator's tools must not take one for an empty log, or repair one into it.
 	ErrNoLog = errors.New("statelog: the directory holds no state log")
 )

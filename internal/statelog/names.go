@@ -19,9 +19,13 @@ const (
 // a segment file or the log-start offset file. A directory holding none has no log.
 func IsLogFile(name string) bool { return IsSegmentFile(name) || name == startFileName }
 
-// holdsLog reports whether the directory listing names includes a file of a state log.
+// holdsLog reports whether the directory listing names includes a file of a state log, or one
+// that only a log leaves (a misnamed *.seg file, a temporary log-start offset file): recovery
+// then has something to say about the directory, if only that it is damaged.
 func holdsLog(names []string) bool {
-	return slices.ContainsFunc(names, IsLogFile)
+	return slices.ContainsFunc(names, func(n string) bool {
+		return IsLogFile(n) || n == startTmpName || strings.HasSuffix(n, segmentSuffix)
+	})
 }
 
 func segmentName(base int64, id uint64) string {

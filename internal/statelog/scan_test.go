@@ -146,3 +146,19 @@ func TestScanAndRepairRefuseDirectoryWithoutLog(t *testing.T) {
 		}
 	}
 }
+
+// A directory whose only log-like file is a misnamed segment is a damaged log, not an absent one:
+// Scan reports the corruption, as Open does.
+func TestScanReportsLoneMisnamedSegment(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "junk.seg"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ce *CorruptionError
+	if _, err := scanAll(t, dir, Options{}); !errors.As(err, &ce) {
+		t.Fatalf("Scan = %v, want a *CorruptionError", err)
+	}
+	if _, err := Open(zaptest.NewLogger(t), dir, Options{}); !errors.As(err, &ce) {
+		t.Fatalf("Open = %v, want a *CorruptionError", err)
+	}
+}
