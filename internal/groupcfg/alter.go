@@ -53,12 +53,14 @@ func invalidRequest(format string, args ...any) *alterError {
 // writes group ids as int16-prefixed strings.
 const maxGroupIDBytes = 32767
 
-// checkGroupName refuses a GROUP resource name that no share group can have.
-func checkGroupName(name string) *alterError {
+// checkGroupName refuses a GROUP resource name that no share group can have, unless the store
+// already holds overrides for it (stored before the limit was checked), which can then still be
+// described and deleted.
+func checkGroupName(name string, stored bool) *alterError {
 	switch {
 	case name == "":
 		return invalidRequest("a GROUP resource needs a group id; the name is empty")
-	case len(name) > maxGroupIDBytes:
+	case len(name) > maxGroupIDBytes && !stored:
 		return invalidRequest("the GROUP resource name is %d bytes long; a group id has at most %d bytes", len(name), maxGroupIDBytes)
 	}
 	return nil
@@ -223,7 +225,7 @@ func checkOps(r AlterResource) *alterError {
 
 // alterGroup validates the changes to one group and returns its resulting overrides.
 func (m *Manager) alterGroup(r AlterResource, state *storeState, b *brokerState) (map[string]string, bool, *alterError) {
-	if err := checkGroupName(r.Name); err != nil {
+	if err := checkGroupName(r.Name, state.Groups[r.Name] != nil); err != nil {
 		return nil, false, err
 	}
 	if err := checkOps(r); err != nil {

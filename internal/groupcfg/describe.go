@@ -57,7 +57,8 @@ func (m *Manager) DescribeConfigs(resources []DescribeResource, includeSynonyms,
 		res := DescribeResult{Type: r.Type, Name: r.Name}
 		switch r.Type {
 		case ResourceGroup:
-			if err := checkGroupName(r.Name); err != nil {
+			_, stored := v.groups[r.Name]
+			if err := checkGroupName(r.Name, stored); err != nil {
 				res.ErrorCode, res.ErrorMessage = err.code, err.msg
 				break
 			}

@@ -570,3 +570,37 @@ func TestStoredAutoOffsetResetKeywordCase(t *testing.T) {
 		t.Errorf("%d warnings about ignored overrides, want none", w)
 	}
 }
+
+// TestOverlongGroupName: a GROUP name longer than any group id is refused, but overrides stored
+// for one before that was checked can still be described and deleted.
+func TestOverlongGroupName(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("g", maxGroupIDBytes+1)
+	f := openFixture(t, dir, staticOf(t))
+	if res := f.alter(groupRes(long, set(keyDeliveryCountLimit, "4"))); res.ErrorCode != ErrInvalidRequest ||
+		!strings.Contains(res.ErrorMessage, "a group id has at most 32767 bytes") {
+		t.Fatalf("alter of an overlong group: %s %q", res.ErrorCode, res.ErrorMessage)
+	}
+	f.mustAlter(t, groupRes(strings.Repeat("g", maxGroupIDBytes), set(keyDeliveryCountLimit, "4")))
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := readStore(t, dir)
+	st.Groups[long] = map[string]string{keyDeliveryCountLimit: "6"}
+	data, err := encodeStore(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(StorePath(dir), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := openFixture(t, dir, staticOf(t))
+	d := r.m.DescribeConfigs([]DescribeResource{{Type: ResourceGroup, Name: long, Keys: []string{keyDeliveryCountLimit}}}, false, false)
+	if d[0].ErrorCode != ErrNone || len(d[0].Configs) != 1 || d[0].Configs[0].Value != "6" {
+		t.Fatalf("describe of a stored overlong group: %+v", d[0])
+	}
+	r.mustAlter(t, groupRes(long, AlterConfig{Name: keyDeliveryCountLimit, Op: OpDelete}))
+	if _, ok := readStore(t, dir).Groups[long]; ok {
+		t.Fatal("the stored overlong group is still in the store after its override was deleted")
+	}
+}
