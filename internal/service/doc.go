@@ -6,6 +6,6 @@
 // sharecoordv1.*.Validate, and the per-request partition limit), split the request into one
 // operation per (group, topic, partition) key, route each key to its state partition with
 // Kafka's hash (shard.PartitionFor), run the keys of one request in parallel across partitions,
-// and gather the per-partition outcomes in request order. The service knows nothing about files:
-// durability is the partitions' business.
+// and gather the per-partition outcomes in request order, one topic result per topic id. The
+// service knows nothing about files: durability is the partitions' business.
 package service
