@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -587,7 +588,24 @@ func TestLoadSyncFailureIsNotRetried(t *testing.T) {
 	if n := syncs.Load(); n != 1 {
 		t.Fatalf("%d syncs of the loaded log, want 1: the load was retried", n)
 	}
-	if r := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable {
+	if r := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable ||
+		!strings.Contains(r.Message, "could not be made durable when it was loaded (input/output error); it waits for an operator") {
 		t.Fatalf("summary of a failed partition: %+v", r)
 	}
+}
+
+// A first load on a new data directory whose syncs fail twice (the first leaving a segment that
+// holds only its header) is retried as any I/O failure: nothing was found to mistake for durable.
+func TestNewLogSyncFailuresAreRetried(t *testing.T) {
+	var syncs atomic.Int64
+	fsys := faultfs.Wrap(vfs.OS(), faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpSync && filepath.Ext(op.Path) == ".seg" && syncs.Add(1) <= 2 {
+			return syscall.EIO
+		}
+		return nil
+	}))
+	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: t.TempDir(), RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
+		Log: statelog.Options{FS: fsys}})
+	waitState(t, s, Active)
+	mustOK(t, s.Initialize(context.Background(), InitializeRequest{Key: testKey, StateEpoch: 1}))
 }

@@ -35,8 +35,8 @@ type Options struct {
 	// QueueSize bounds the operations waiting for the shard (0 → 8192); a submitter waits for room.
 	QueueSize int
 	// RetryBackoff is the first wait before a failed load is retried (0 → 100 ms); it doubles up to
-	// MaxRetryBackoff (0 → 30 s). A load that failed on log corruption or on a failed file-system
-	// sync is not retried.
+	// MaxRetryBackoff (0 → 30 s). A load that failed on log corruption, on a failed file-system
+	// sync or with statelog.ErrNotDurable is not retried.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
 }

@@ -19,8 +19,8 @@ import (
 type State int32
 
 // The shard states. Loading → Active; a failed load → Failed (retried with backoff unless the log
-// is corrupt or a file-system sync failed) → Loading → Active; a failed append → Loading (reload)
-// → Active; Close → Closed.
+// is corrupt, a file-system sync failed, or the load could not sync what it found) → Loading →
+// Active; a failed append → Loading (reload) → Active; Close → Closed.
 const (
 	Loading State = iota
 	Active
@@ -137,8 +137,9 @@ type Shard struct {
 // Open starts the shard: it returns at once in state Loading and replays its log in the
 // background; operations meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A failed load leaves it
 // Failed: operations get COORDINATOR_NOT_AVAILABLE with a message carrying the cause, and the load
-// is retried with backoff unless the log is corrupt (which needs an operator's repair) or a
-// file-system sync failed (which needs a restart of the process).
+// is retried with backoff unless the log is corrupt (which needs an operator's repair), a
+// file-system sync failed (which needs a restart of the process), or the load could not sync what
+// it found (statelog.ErrNotDurable, which needs the page cache dropped, then a restart).
 func Open(logger *zap.Logger, provider Provider, opts Options) *Shard {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -449,6 +450,8 @@ func storageFailure(err error) string {
 		return "its state log is damaged and waits for an operator"
 	case errors.Is(err, statelog.ErrSyncFailed):
 		return "a file-system sync of the data directory failed" + cause + "; the server must be restarted"
+	case errors.Is(err, statelog.ErrNotDurable):
+		return "its state log could not be made durable when it was loaded" + cause + "; it waits for an operator"
 	default:
 		return "a storage error" + cause + "; the server log has the details"
 	}

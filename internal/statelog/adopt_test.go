@@ -173,6 +173,40 @@ func TestOpenSyncFailureIsNotDurable(t *testing.T) {
 			}
 		})
 	}
+	// A torn tail's cut is such a sync too: a retry would find the file already cut in the page
+	// cache and the frames before it trusted.
+	t.Run("torn tail cut", func(t *testing.T) {
+		mem := faultfs.NewCrashFS()
+		l := mustOpen(t, "/log", Options{FS: mem})
+		mustAppend(t, l, fixedBatch(1, 2, 40))
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		seg := path.Join("/log", segmentFiles(t, mem, "/log")[0])
+		b, err := mem.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.WriteFile(seg, append(b, 1, 2, 3)); err != nil { // a torn tail
+			t.Fatal(err)
+		}
+		fail := faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg"))
+		if _, err := Open(zaptest.NewLogger(t), "/log", Options{FS: faultfs.Wrap(mem, faultfs.Match(fail, errors.New("EIO")))}); !errors.Is(err, ErrNotDurable) {
+			t.Fatalf("Open = %v; want ErrNotDurable", err)
+		}
+	})
+	// A segment holding only its header (a first load whose header sync failed) holds nothing to
+	// mistake for durable either.
+	t.Run("header-only segment", func(t *testing.T) {
+		mem := faultfs.NewCrashFS()
+		fail := faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg"))
+		for attempt := range 2 {
+			_, err := Open(zaptest.NewLogger(t), "/log", Options{FS: faultfs.Wrap(mem, faultfs.Match(fail, errors.New("EIO")))})
+			if err == nil || errors.Is(err, ErrNotDurable) {
+				t.Fatalf("attempt %d: Open = %v; want an ordinary error", attempt, err)
+			}
+		}
+	})
 	// A new, empty log has nothing to mistake for durable: a failed sync there is an ordinary error.
 	_, err := Open(zaptest.NewLogger(t), "/new", Options{FS: faultfs.Wrap(faultfs.NewCrashFS(),
 		faultfs.Match(faultfs.OnKinds(faultfs.OpSyncDir).And(faultfs.OnPath("/new")), errors.New("EIO")))})

@@ -25,16 +25,16 @@ var (
 	// any log of the file system wrote before it may be lost, so no later sync can vouch for
 	// it. Reopening the logs does not help; the process must be restarted.
 	ErrSyncFailed = errors.New("statelog: file-system sync failed; the process must be restarted")
-	// ErrNotDurable is wrapped by the error of an Open whose sync of the newest segment or of the
-	// log's directory failed, when it had no truncation offset (Options.TruncateAfter). What the
-	// log holds past its last synced append may then not be on disk, and cannot be told: the
-	// kernel reports a failed write-back once, and keeps the pages readable. Opening again in
-	// this or another process would find and trust those bytes; the page cache must be dropped
-	// first (or the machine restarted).
-	ErrNotDurable = errors.New("statelog: the log could not be made durable")
-	// ErrNoLog is returned by Repair and Scan for a directory that holds no file of a state log
-	// (no segment file, well-named or not, and no log-start offset file). Open creates a log in such a directory; the
-	// operator's tools must not take one for an empty log, or repair one into it.
+	// ErrNotDurable is wrapped by the error of an Open whose sync of what it found (the newest
+	// segment, a torn tail's cut, the log's directory) failed, when the log holds records and
+	// Options.TruncateAfter is not set. What the log holds past its last synced append may then not
+	// be on disk, and cannot be told: the kernel reports a failed write-back once, and keeps the
+	// pages readable. Opening again in this or another process would find and trust those bytes;
+	// the page cache must be dropped first (or the machine restarted).
+	ErrNotDurable = errors.New("statelog: the log could not be made durable; drop the page cache (or restart the machine) before opening it again")
+	// ErrNoLog is returned by Repair and Scan for a directory that holds no file of a state log (no
+	// segment file, well-named or not, and no log-start offset file). Open creates a log in such a
+	// directory; the operator's tools must not take one for an empty log, or repair one into it.
 	ErrNoLog = errors.New("statelog: the directory holds no state log")
 )
 

@@ -19,12 +19,12 @@ const (
 // a segment file or the log-start offset file. A directory holding none has no log.
 func IsLogFile(name string) bool { return IsSegmentFile(name) || name == startFileName }
 
-// holdsLog reports whether the directory listing names includes a file of a state log, or one
-// that only a log leaves (a misnamed *.seg file, a temporary log-start offset file): recovery
-// then has something to say about the directory, if only that it is damaged.
+// holdsLog reports whether the directory listing names includes a file of a state log, or a
+// misnamed segment file (*.seg): recovery then has something to say about the directory, if only
+// that it is damaged.
 func holdsLog(names []string) bool {
 	return slices.ContainsFunc(names, func(n string) bool {
-		return IsLogFile(n) || n == startTmpName || strings.HasSuffix(n, segmentSuffix)
+		return IsLogFile(n) || strings.HasSuffix(n, segmentSuffix)
 	})
 }
 

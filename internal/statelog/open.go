@@ -191,13 +191,23 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 		}
 		cutBytes += size
 	}
+	// A sync of what recovery found fails with ErrNotDurable when the log holds records and no
+	// truncation offset vouches for them: a killed process may have left an append it never
+	// synced, which a retry would read again from the page cache and sync without an error (the
+	// kernel reports a failed write-back once). A new log, or segments holding nothing but their
+	// headers, leave nothing to mistake for durable, and a truncation offset means that
+	// everything kept was synced before: then it is an ordinary I/O error.
+	unknown := l.opts.TruncateAfter == nil && len(st.segments) > 0 && st.end > st.segments[0].base
+	notDurable := func(err error) error {
+		if !unknown {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrNotDurable, err)
+	}
 	// The directory is synced whether or not recovery changed it: a process killed before it
 	// synced a new segment's entry may have left one that this process is about to use.
 	if err := l.syncDir(); err != nil {
-		if len(st.segments) == 0 {
-			return err // nothing was found that could be taken for durable
-		}
-		return l.notDurable(err)
+		return notDurable(err)
 	}
 	l.nextID = st.maxID + 1
 	l.segments = st.segments
@@ -219,7 +229,7 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 		l.active = f
 		if t := st.torn; t != nil {
 			if err := l.truncateTornTail(t); err != nil {
-				return err
+				return notDurable(err)
 			}
 		}
 		if c := st.cut; c != nil && c.at < c.size {
@@ -232,7 +242,7 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 		// killed process wrote but never synced. Syncing it makes everything this log serves and
 		// builds on durable, and keeps the rule that a roll seals a synced segment.
 		if err := l.active.Sync(); err != nil {
-			return l.notDurable(fmt.Errorf("statelog: sync %s: %w", newest.path, err))
+			return notDurable(fmt.Errorf("statelog: sync %s: %w", newest.path, err))
 		}
 	}
 	if cutBytes > 0 {
@@ -252,18 +262,6 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 	}
 	l.size.Store(size)
 	return nil
-}
-
-// notDurable is the error of a failed sync that Open makes of what it found. Without a truncation
-// offset, what the log holds past its last synced append is unknown (a killed process may have
-// left an append that it never synced): err is marked ErrNotDurable, since a retry would find
-// those bytes again in the page cache and its sync would not report the failure again. With one,
-// everything kept was synced before, and err is an ordinary I/O error.
-func (l *Log) notDurable(err error) error {
-	if l.opts.TruncateAfter != nil {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrNotDurable, err)
 }
 
 func (l *Log) truncateTornTail(t *tornTail) error {
