@@ -200,10 +200,15 @@ func TestCheckConfigSecurity(t *testing.T) {
 	}
 }
 
-// advertisedAddr takes the listen address as it is when --advertised-listen is not set, zoned IPv6
-// addresses included, and checks only what the operator wrote.
+// advertisedAddr gives clients the listen address when --advertised-listen is not set, or the host
+// name when that address means nothing to other hosts (all interfaces, a zoned IPv6 address), and
+// refuses an advertised address they could not use.
 func TestAdvertisedAddr(t *testing.T) {
 	zoned := &net.TCPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0", Port: 7070}
+	hostname, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		flag   string
 		listen net.Addr
@@ -211,8 +216,15 @@ func TestAdvertisedAddr(t *testing.T) {
 		port   int32
 		bad    bool
 	}{
-		{"", zoned, "fe80::1%eth0", 7070, false},
-		{"[fe80::1%eth0]:7071", zoned, "fe80::1%eth0", 7071, false},
+		{"", zoned, hostname, 7070, false},
+		{"", &net.TCPAddr{IP: net.ParseIP("10.0.0.7"), Port: 7070}, "10.0.0.7", 7070, false},
+		{"", &net.TCPAddr{IP: net.IPv6unspecified, Port: 7070}, hostname, 7070, false},
+		{"[fe80::1%eth0]:7071", zoned, "", 0, true},
+		{"[::%eth0]:7071", zoned, "", 0, true},
+		{"[fe80::1%\xff]:7071", zoned, "", 0, true},
+		{"h\xffst:7071", zoned, "", 0, true},
+		{"[2001:db8::1]:7071", zoned, "2001:db8::1", 7071, false},
+		{"0.0.0.0:7071", zoned, hostname, 7071, false},
 		{"broker-1.coordinatord.svc:7070", zoned, "broker-1.coordinatord.svc", 7070, false},
 		{"a b:70", zoned, "", 0, true},
 		{"host:0", zoned, "", 0, true},

@@ -48,7 +48,7 @@ func (f *serveFlags) register(cmd *cobra.Command) {
 	fs.StringArrayVar(&f.overrides, "override", nil, "one broker-level config KEY=VALUE; wins over the environment and the file, not over a dynamic value set with IncrementalAlterConfigs (repeatable)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7070", "gRPC address")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:7071", "HTTP address for /metrics, /healthz and /readyz")
-	fs.StringVar(&f.advertise, "advertised-listen", "", "HOST:PORT that FindCoordinator returns (default: the --listen address, with this host's name if it listens on all interfaces)")
+	fs.StringVar(&f.advertise, "advertised-listen", "", "HOST:PORT that FindCoordinator returns (default: the --listen address, with this host's name if it listens on all interfaces or on a zoned IPv6 address)")
 	fs.StringVar(&f.dataDir, "data-dir", "./data", "where the state logs and the config store live")
 	fs.Int32Var(&f.nodeID, "node-id", 1, "this node's id (FindCoordinator, BROKER resource name)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -376,12 +376,18 @@ func advertisedAddr(flag string, listen net.Addr) (string, int32, error) {
 	if err != nil || port == 0 {
 		return "", 0, fmt.Errorf("--advertised-listen %q: port %q is not a port number (1 to 65535)", flag, portText)
 	}
-	if _, ipErr := netip.ParseAddr(host); flag != "" && ipErr != nil && !isHostName(host) {
+	ip, ipErr := netip.ParseAddr(host)
+	switch {
+	case flag != "" && ipErr == nil && ip.Zone() != "":
+		return "", 0, fmt.Errorf("--advertised-listen %q: an IPv6 zone (%%%s) means nothing to other hosts; advertise an address or host name they can reach", flag, ip.Zone())
+	case flag != "" && ipErr != nil && !isHostName(host):
 		return "", 0, fmt.Errorf("--advertised-listen %q: host %q is neither an IP address nor a host name (letters, digits, '-', '_' and '.')", flag, host)
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+	// Listening on all interfaces, or on a link-local address whose zone means nothing to other
+	// hosts, the host name is the address to give clients.
+	if host == "" || (ipErr == nil && (ip.IsUnspecified() || ip.Zone() != "")) {
 		if host, err = os.Hostname(); err != nil {
-			return "", 0, fmt.Errorf("listening on all interfaces and the host name is unknown (%w): set --advertised-listen", err)
+			return "", 0, fmt.Errorf("the listen address %s cannot be advertised and the host name is unknown (%w): set --advertised-listen", hostport, err)
 		}
 	}
 	return host, int32(port), nil
