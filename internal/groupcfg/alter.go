@@ -55,7 +55,7 @@ const maxGroupIDBytes = 32767
 
 // checkGroupName refuses a GROUP resource name that no share group can have, unless the store
 // already holds overrides for it (stored before the limit was checked), which can then still be
-// described and deleted.
+// described and deleted (alterGroup refuses any other operation on it).
 func checkGroupName(name string, stored bool) *alterError {
 	switch {
 	case name == "":
@@ -227,6 +227,13 @@ func checkOps(r AlterResource) *alterError {
 func (m *Manager) alterGroup(r AlterResource, state *storeState, b *brokerState) (map[string]string, bool, *alterError) {
 	if err := checkGroupName(r.Name, state.Groups[r.Name] != nil); err != nil {
 		return nil, false, err
+	}
+	if len(r.Name) > maxGroupIDBytes {
+		for _, c := range r.Configs {
+			if c.Op != OpDelete {
+				return nil, false, invalidRequest("the GROUP resource name is %d bytes long, more than a group id can have: its stored overrides can only be deleted", len(r.Name))
+			}
+		}
 	}
 	if err := checkOps(r); err != nil {
 		return nil, false, err

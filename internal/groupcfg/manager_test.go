@@ -599,6 +599,10 @@ func TestOverlongGroupName(t *testing.T) {
 	if d[0].ErrorCode != ErrNone || len(d[0].Configs) != 1 || d[0].Configs[0].Value != "6" {
 		t.Fatalf("describe of a stored overlong group: %+v", d[0])
 	}
+	if res := r.alter(groupRes(long, set(keyDeliveryCountLimit, "7"))); res.ErrorCode != ErrInvalidRequest ||
+		!strings.Contains(res.ErrorMessage, "can only be deleted") {
+		t.Fatalf("SET on a stored overlong group: %s %q", res.ErrorCode, res.ErrorMessage)
+	}
 	r.mustAlter(t, groupRes(long, AlterConfig{Name: keyDeliveryCountLimit, Op: OpDelete}))
 	if _, ok := readStore(t, dir).Groups[long]; ok {
 		t.Fatal("the stored overlong group is still in the store after its override was deleted")

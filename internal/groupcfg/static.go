@@ -232,7 +232,9 @@ func isServiceLink(name string) bool {
 		rest == "PORT" || strings.HasPrefix(rest, "PORT_")
 }
 
-// loadProperties reads a Java properties file (UTF-8, no ${} expansion). A file holding a NUL
+// loadProperties reads a Java properties file, without ${} expansion: as UTF-8, or, when it is
+// not valid UTF-8, as ISO-8859-1 (Latin-1), the encoding of Java's Properties.load and so of
+// Kafka's own files (Java's PropertyResourceBundle falls back the same way). A file holding a NUL
 // byte is refused as not being text, and a parse error shows no byte that is not printable text.
 func loadProperties(path string) (*properties.Properties, error) {
 	data, err := os.ReadFile(path)
@@ -242,7 +244,11 @@ func loadProperties(path string) (*properties.Properties, error) {
 	if i := bytes.IndexByte(data, 0); i >= 0 {
 		return nil, fmt.Errorf("it is not a text file (a NUL byte at byte %d)", i)
 	}
-	loader := properties.Loader{Encoding: properties.UTF8, DisableExpansion: true}
+	enc := properties.UTF8
+	if !utf8.Valid(data) {
+		enc = properties.ISO_8859_1
+	}
+	loader := properties.Loader{Encoding: enc, DisableExpansion: true}
 	p, err := loader.LoadBytes(data)
 	if err != nil {
 		return nil, errors.New(strings.Map(func(r rune) rune {

@@ -313,6 +313,25 @@ func TestPrincipalEscapesInPropertiesFile(t *testing.T) {
 	}
 }
 
+// A --config file that is not valid UTF-8 is read as ISO-8859-1, as Java reads properties files:
+// a Latin-1 principal keeps its accented letter instead of turning into U+FFFD.
+func TestPropertiesFileLatin1(t *testing.T) {
+	s, err := LoadStatic(Sources{File: writeProps(t, "# Kafka's file\nauthorizer.cluster.action.principals=User:CN=caf\xe9,O=Acme")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, _ := s.Broker().Text(KeyAuthorizerClusterAction); text != "User:CN=café,O=Acme" {
+		t.Fatalf("principal list %q, want User:CN=café,O=Acme", text)
+	}
+	s, err = LoadStatic(Sources{File: writeProps(t, "authorizer.cluster.action.principals=User:CN=café,O=Acme")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, _ := s.Broker().Text(KeyAuthorizerClusterAction); text != "User:CN=café,O=Acme" {
+		t.Fatalf("UTF-8 principal list %q, want User:CN=café,O=Acme", text)
+	}
+}
+
 // A parse error of a --config file names the line but shows no raw control or non-UTF-8 byte.
 func TestPropertiesParseErrorIsPrintable(t *testing.T) {
 	problems := CheckStatic(Sources{File: writeProps(t, "a=\\u12\xff\x01\x1b[31m")})
