@@ -55,10 +55,34 @@ type sweepEvent struct {
 func (c *combiner) combineBatches(soFar, newBatches []StateBatch, startOffset int64) []StateBatch {
 	res := c.combineTo(c.out[:0], soFar, canonical(soFar), newBatches, startOffset)
 	c.out = res[:0]
+	defer c.trim()
 	if len(res) == 0 {
 		return nil
 	}
 	return slices.Clone(res)
+}
+
+// maxScratch bounds the scratch a combiner keeps between operations, in elements: one huge write
+// would otherwise pin its peak for the life of the partition.
+const maxScratch = 1 << 14
+
+// trim drops scratch space that grew past maxScratch.
+func (c *combiner) trim() {
+	if cap(c.out) > maxScratch {
+		c.out = nil
+	}
+	if cap(c.pruned) > maxScratch {
+		c.pruned = nil
+	}
+	if cap(c.events) > 2*maxScratch {
+		c.events = nil
+	}
+	if cap(c.heap) > maxScratch {
+		c.heap = nil
+	}
+	if len(c.counts) > maxScratch {
+		c.counts = nil
+	}
 }
 
 // combineTo appends the combined batches to dst (which must not alias the inputs) and returns it.
@@ -385,6 +409,7 @@ func (c *combiner) top() priority {
 // the canonical form of the per-offset maximum. Many new batches are merged in one pass instead,
 // which bounds the work by the batches' count rather than their product.
 func (c *combiner) mergeInPlace(st *batchStore, curCanonical bool, add []StateBatch, startOffset int64) bool {
+	defer c.trim()
 	if !curCanonical || !sortedDisjoint(add) {
 		res := c.sweep(c.out[:0], st.batches, add, startOffset)
 		c.out = res[:0]

@@ -380,3 +380,25 @@ func TestMergeInPlaceExtremeOffsets(t *testing.T) {
 		})
 	}
 }
+
+// A combine of many batches leaves no scratch of that size behind: one huge write must not pin its
+// peak for the life of the partition.
+func TestCombinerTrimsScratch(t *testing.T) {
+	var c combiner
+	many := make([]StateBatch, 4*maxScratch)
+	for i := range many {
+		many[i] = sb(int64(2*i), int64(2*i), 2, 1+i%3)
+	}
+	// Unsorted new batches take the sweep, which uses every scratch slice.
+	overlapping := append(slices.Clone(many[1:]), many[0])
+	if got := c.combineBatches(many, overlapping, -1); len(got) != len(many) {
+		t.Fatalf("combined %d batches, want %d", len(got), len(many))
+	}
+	var st batchStore
+	st.set(many)
+	c.mergeInPlace(&st, true, overlapping, -1)
+	if cap(c.out) > maxScratch || cap(c.pruned) > maxScratch || cap(c.events) > 2*maxScratch || cap(c.heap) > maxScratch || len(c.counts) > maxScratch {
+		t.Fatalf("scratch kept after a huge combine: out %d, pruned %d, events %d, heap %d, counts %d",
+			cap(c.out), cap(c.pruned), cap(c.events), cap(c.heap), len(c.counts))
+	}
+}

@@ -609,3 +609,28 @@ func TestNewLogSyncFailuresAreRetried(t *testing.T) {
 	waitState(t, s, Active)
 	mustOK(t, s.Initialize(context.Background(), InitializeRequest{Key: testKey, StateEpoch: 1}))
 }
+
+// Answered operations are not kept reachable from the shard: a large request would otherwise stay
+// in memory until a later commit of as many operations overwrote it.
+func TestAnsweredOperationsAreReleased(t *testing.T) {
+	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: t.TempDir()})
+	ctx := context.Background()
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 9, 2, 1))}))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range s.batch[:cap(s.batch)] {
+		if o != nil {
+			t.Fatalf("the shard still holds answered operation %d", i)
+		}
+	}
+	for i, r := range s.records[:cap(s.records)] {
+		if r != nil {
+			t.Fatalf("the shard still holds the record slice %d of an append", i)
+		}
+	}
+}

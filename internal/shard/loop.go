@@ -501,7 +501,7 @@ func (s *Shard) flush() bool {
 				o.fail(r)
 				close(o.done)
 			}
-			s.batch = s.batch[:0]
+			s.releaseBatch()
 			return false
 		}
 	}
@@ -509,8 +509,18 @@ func (s *Shard) flush() bool {
 	for _, o := range s.batch {
 		close(o.done)
 	}
-	s.batch = s.batch[:0]
+	s.releaseBatch()
 	return true
+}
+
+// releaseBatch empties the answered batch, dropping its operations (and their requests, which can
+// be large) and the record slices of its append, so that nothing of them stays reachable from
+// the shard until the next commit of as many operations overwrites them.
+func (s *Shard) releaseBatch() {
+	clear(s.batch)
+	s.batch = s.batch[:0]
+	clear(s.records)
+	s.records = s.records[:0]
 }
 
 // appendPending appends s.pend in chunks bounded by the batch caps (one fsync per chunk) and

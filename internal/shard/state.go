@@ -307,7 +307,15 @@ type pending struct {
 	first int64 // offset of the first record
 }
 
+// maxRetainedPending bounds the record bytes a pending keeps between commits: a commit of huge
+// records would otherwise pin its buffer for the life of the partition.
+const maxRetainedPending = 1 << 20
+
 func (p *pending) reset(first int64) {
+	if cap(p.buf) > maxRetainedPending {
+		p.buf = nil
+	}
+	clear(p.keys) // the keys of the last commit's records
 	p.buf, p.ends, p.kinds, p.keys, p.first = p.buf[:0], p.ends[:0], p.kinds[:0], p.keys[:0], first
 }
 
