@@ -43,8 +43,28 @@ func (codec) Name() string { return protocodec.Name }
 func (c codec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.Marshal(v) }
 
 // Unmarshal decodes data into v as gRPC's protobuf codec does; when that fails only because a
-// string field is not valid UTF-8 and v validates itself, v is decoded leniently instead.
+// string field is not valid UTF-8 and v validates itself, v is decoded leniently instead. A
+// request (v validates itself) of more than MaxRequestElements entries is not decoded but marked
+// for refusal.
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	// A request is counted on the wire before it is decoded (elements.go): one of too many
+	// entries is marked for refusal instead.
+	if _, ok := v.(validated); ok {
+		if m := messageOf(v); m != nil {
+			var n int
+			if len(data) == 1 {
+				n = countElements(data[0].ReadOnlyData(), m.ProtoReflect().Descriptor(), MaxRequestElements)
+			} else {
+				buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+				n = countElements(buf.ReadOnlyData(), m.ProtoReflect().Descriptor(), MaxRequestElements)
+				buf.Free()
+			}
+			if n > MaxRequestElements {
+				markTooMany(m, n)
+				return nil
+			}
+		}
+	}
 	err := c.inner.Unmarshal(data, v)
 	if err == nil || !isInvalidUTF8(err) {
 		return err

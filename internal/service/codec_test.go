@@ -320,3 +320,40 @@ func TestCodecKeepsOtherFailures(t *testing.T) {
 	}
 	out.Free()
 }
+
+// A request of more entries than MaxRequestElements is refused with INVALID_ARGUMENT before it is
+// decoded: millions of empty state batches (two bytes each) fit the byte limit and would take
+// gigabytes as objects. Requests at the limit are decoded as usual.
+func TestRequestElementLimit(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx := ctxT(t)
+	if _, err := ts.state.InitializeShareGroupState(ctx, initReq("g", topicA, 0, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	batches := func(n int) *pb.WriteShareGroupStateRequest {
+		r := writeReq("g", topicA, 0, 1, 1, 0)
+		p := r.Topics[0].Partitions[0]
+		for range n {
+			p.StateBatches = append(p.StateBatches, &pb.StateBatch{})
+		}
+		return r
+	}
+	// One topic and one partition are 2 entries besides the batches.
+	_, err := ts.state.WriteShareGroupState(ctx, batches(MaxRequestElements-2))
+	if status.Code(err) == codes.InvalidArgument {
+		t.Fatalf("a request of %d entries was refused: %v", MaxRequestElements, err)
+	}
+	_, err = ts.state.WriteShareGroupState(ctx, batches(MaxRequestElements-1))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "more than 262144 entries") {
+		t.Fatalf("a request of %d entries: %v, want INVALID_ARGUMENT", MaxRequestElements+1, err)
+	}
+	keys := make([]string, MaxRequestElements+1)
+	for i := range keys {
+		keys[i] = "k"
+	}
+	_, err = ts.state.FindCoordinator(ctx, &pb.FindCoordinatorRequest{Keys: keys})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "more than 262144 entries") {
+		t.Fatalf("FindCoordinator with %d keys: %v, want INVALID_ARGUMENT", len(keys), err)
+	}
+	checkServing(t, startBadInputServer(t))
+}

@@ -136,7 +136,7 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 	if opts.Authorize != nil {
 		unary = append(unary, opts.Authorize)
 	}
-	unary = append(unary, validator.UnaryServerInterceptor(), recovery.UnaryServerInterceptor(recoveryOpt))
+	unary = append(unary, limitElements, validator.UnaryServerInterceptor(), recovery.UnaryServerInterceptor(recoveryOpt))
 	stream := []grpc.StreamServerInterceptor{
 		srvMetrics.StreamServerInterceptor(),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(rpcLogger, logOpts...), notHealth),

@@ -174,6 +174,14 @@ func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateL
 		}
 		return m.writeSnapshot(p, e.key, e, &v)
 	}
+	// Kafka finds a state too large for a snapshot only at the next snapshot, which lets it grow
+	// to hundreds of times the record limit meanwhile (one update of up to a record per write):
+	// a write that adds batches without moving the start offset is refused once a snapshot of
+	// the state would no longer fit.
+	if len(r.StateBatches) > 0 && startOffset == e.startOffset && m.maxRecord > 0 &&
+		snapshotSizeBound(e.key, len(e.batches), dcc) > m.maxRecord {
+		return errStateTooLarge{batches: len(e.batches), limit: m.maxRecord}
+	}
 	v := UpdateValue{
 		SnapshotEpoch: e.snapshotEpoch, LeaderEpoch: leaderEpoch, StartOffset: startOffset,
 		StateBatches: m.comb.combineBatches(nil, r.StateBatches, startOffset), DeliveryCompleteCount: dcc,

@@ -827,3 +827,48 @@ func TestRecordTooLarge(t *testing.T) {
 		t.Fatalf("log entries %+v, want one warning naming the key", entries)
 	}
 }
+
+// TestStateGrowthStopsAtRecordLimit: between snapshots, a share partition's state grows only
+// until a snapshot of it would exceed the record limit; then a write that adds batches without
+// advancing the start offset is refused (UNKNOWN_SERVER_ERROR, logged, nothing changed), while one
+// that advances it, and a Read's leader-epoch claim, go through.
+func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
+	const maxRecord = 4096
+	core, logs := observer.New(zapcore.WarnLevel)
+	h := newHarness(t, 1000) // no snapshot during the test
+	h.m = newMachine(zap.New(core), h.limits, h.clock.Now, 10*time.Second, maxRecord)
+	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+		t.Fatal(res)
+	}
+	var res Result
+	next := int64(0)
+	for range 1000 {
+		var add []StateBatch
+		for range 20 {
+			add = append(add, sb(next, next, 0, 1))
+			next += 2
+		}
+		if res = h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: add}); res.Code != ErrNone {
+			break
+		}
+	}
+	if res.Code != ErrUnknownServerError || !strings.Contains(res.Message, "a write must advance its start offset to shrink it") {
+		t.Fatalf("growing write: %+v", res)
+	}
+	grown := len(h.m.view(testKey).Offset.StateBatches)
+	if size := snapshotSizeBound(h.m.lookup(testKey).key, grown, -1); size > maxRecord+20*batchWireSize+5 {
+		t.Fatalf("the state grew to a %d-byte snapshot, past the %d-byte limit by more than one write", size, maxRecord)
+	}
+	if n := logs.FilterMessageSnippet("cannot write the state record").Len(); n != 1 {
+		t.Fatalf("%d warnings, want one for the refused write", n)
+	}
+	if r := h.read(testKey, 2); r.Code != ErrNone {
+		t.Fatalf("read claiming a leader epoch: %+v", r)
+	}
+	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 2, StartOffset: next / 2, StateBatches: bs(sb(next, next, 0, 1))}); r.Code != ErrNone {
+		t.Fatalf("write advancing the start offset: %+v", r)
+	}
+	if got := len(h.m.view(testKey).Offset.StateBatches); got >= grown {
+		t.Fatalf("%d batches after advancing the start offset, want fewer than %d", got, grown)
+	}
+}

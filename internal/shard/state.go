@@ -337,6 +337,21 @@ func (e errRecordTooLarge) Error() string {
 	return fmt.Sprintf("record of %d bytes exceeds the maximum record size of %d bytes", e.size, e.limit)
 }
 
+// errStateTooLarge refuses a write that would grow a share partition's state further when a
+// snapshot of it would already exceed the record limit.
+type errStateTooLarge struct{ batches, limit int }
+
+func (e errStateTooLarge) Error() string {
+	return fmt.Sprintf("the share partition's state holds %d state batches, more than one record of at most %d bytes can hold "+
+		"as a snapshot; a write must advance its start offset to shrink it", e.batches, e.limit)
+}
+
+// snapshotSizeBound is an upper bound on the size of a snapshot record of the key mk with n state
+// batches (its varints counted at their longest).
+func snapshotSizeBound(mk string, n int, dcc int32) int {
+	return 5 + 2 + len(mk) + 5 + snapshotFixedSize + batchesSize(n) + taggedSize(dcc)
+}
+
 // add finishes the record just appended to p.buf (from start) or rolls it back if too large.
 func (m *machine) add(p *pending, start int, kind recordKind, mk string) error {
 	if size := len(p.buf) - start; m.maxRecord > 0 && size > m.maxRecord {

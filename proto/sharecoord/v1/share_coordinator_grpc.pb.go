@@ -38,7 +38,8 @@ const (
 //
 // Every state RPC carries one group id and any number of (topic, partition) keys. Whole-request
 // faults (an empty group id, no topics, a topic without partitions, the same partition twice, too
-// many partitions, a string field that is not valid UTF-8) are gRPC INVALID_ARGUMENT with a
+// many partitions, more than 262 144 entries of topics, partitions and state batches together, a
+// string field that is not valid UTF-8) are gRPC INVALID_ARGUMENT with a
 // message naming the field; everything else is answered per partition with an ErrorCode and
 // message, in request order. The results come one per topic id, in the order the ids first
 // appear: a topic named in several entries gets one result holding the partitions of all of them,
@@ -142,7 +143,8 @@ func (c *shareCoordinatorServiceClient) FindCoordinator(ctx context.Context, in 
 //
 // Every state RPC carries one group id and any number of (topic, partition) keys. Whole-request
 // faults (an empty group id, no topics, a topic without partitions, the same partition twice, too
-// many partitions, a string field that is not valid UTF-8) are gRPC INVALID_ARGUMENT with a
+// many partitions, more than 262 144 entries of topics, partitions and state batches together, a
+// string field that is not valid UTF-8) are gRPC INVALID_ARGUMENT with a
 // message naming the field; everything else is answered per partition with an ErrorCode and
 // message, in request order. The results come one per topic id, in the order the ids first
 // appear: a topic named in several entries gets one result holding the partitions of all of them,
