@@ -91,8 +91,15 @@ func TestChecksCatchMistakes(t *testing.T) {
 		{"config file key missing", checkConfigFile, func(t *testing.T, m *manifests) {
 			setArg(t, m, "--config=", "--config=/etc/coordinatord/other.properties")
 		}},
-		{"readiness probe on the metrics port", checkProbes, func(t *testing.T, m *manifests) {
-			container(t, m).ReadinessProbe.GRPC.Port = 7071
+		{"readiness probe on the gRPC port", checkProbes, func(t *testing.T, m *manifests) {
+			container(t, m).ReadinessProbe.HTTPGet.Port = intstr.FromInt32(7070)
+		}},
+		{"startup probe on plain /readyz (a damaged log would restart the pod forever)", checkProbes, func(t *testing.T, m *manifests) {
+			container(t, m).StartupProbe.HTTPGet.Path = "/readyz"
+		}},
+		{"readiness probe as a gRPC probe (clients filling the connection limit lock it out)", checkProbes, func(t *testing.T, m *manifests) {
+			p := container(t, m).ReadinessProbe
+			p.HTTPGet, p.GRPC = nil, &corev1.GRPCAction{Port: 7070, Service: new(string)}
 		}},
 		{"liveness probe on an unknown port name", checkProbes, func(t *testing.T, m *manifests) {
 			container(t, m).LivenessProbe.HTTPGet.Port = intstr.FromString("http")

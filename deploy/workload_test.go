@@ -309,8 +309,12 @@ func checkTerminationGrace(m *manifests) error {
 	return nil
 }
 
-// checkProbes: startup waits long enough for a replay, readiness is the gRPC health service,
-// liveness is /healthz; every probe targets a real container port.
+// readyPath is the readiness endpoint the startup and readiness probes use.
+const readyPath = "/readyz?exclude=failed"
+
+// checkProbes: startup waits long enough for a replay, startup and readiness are /readyz with
+// failed partitions excluded, liveness is /healthz, all on the metrics port; every probe targets a
+// real container port.
 func checkProbes(m *manifests) error {
 	_, c, _, err := statefulSetContainer(m)
 	if err != nil {
@@ -329,12 +333,16 @@ func checkProbes(m *manifests) error {
 		return fmt.Errorf("startup probe allows %v (failureThreshold × periodSeconds), want at least %v for a long replay", budget, minStartupBudget)
 	}
 	// The startup probe must not require every partition to be healthy: a partition with a
-	// damaged log stays failed while the others serve, and /readyz would restart the pod forever.
-	if sp.GRPC == nil || sp.GRPC.Port != grpcPort || sp.GRPC.Service == nil || *sp.GRPC.Service != "" {
-		return fmt.Errorf("startup probe must be gRPC health on port %d for the overall service \"\" (SERVING once every partition finished loading)", grpcPort)
-	}
-	if rp.GRPC == nil || rp.GRPC.Port != grpcPort || rp.GRPC.Service == nil || *rp.GRPC.Service != "" {
-		return fmt.Errorf("readiness probe must be gRPC health on port %d for the overall service \"\"", grpcPort)
+	// damaged log stays failed while the others serve, and plain /readyz would restart the pod
+	// forever. Both go to the metrics port: clients filling grpc.max.connections on the gRPC port
+	// must not lock the kubelet out.
+	for name, p := range map[string]*corev1.Probe{"startup": sp, "readiness": rp} {
+		if p.HTTPGet == nil || p.HTTPGet.Path != readyPath {
+			return fmt.Errorf("%s probe must be GET %s (200 once every partition finished loading, failed ones aside)", name, readyPath)
+		}
+		if port, _ := resolvePort(c, p.HTTPGet.Port); port != metricsPort {
+			return fmt.Errorf("%s probe targets port %d, want the metrics port %d", name, port, metricsPort)
+		}
 	}
 	if lp.HTTPGet == nil || lp.HTTPGet.Path != "/healthz" {
 		return errors.New("liveness probe must be GET /healthz")
