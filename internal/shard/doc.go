@@ -32,8 +32,9 @@
 // with exponential backoff (RetryBackoff up to MaxRetryBackoff), except after log corruption, which
 // needs an operator's repair, after a failed file-system sync of a SyncGroup, which needs a
 // restart of the process, and after a load that could not sync what it found
-// (statelog.ErrNotDurable), which needs the page cache dropped before that restart. An operation whose commit takes longer than WriteTimeout answers
-// COORDINATOR_NOT_AVAILABLE; its records stay applied, as in Kafka.
+// (statelog.ErrNotDurable), which needs the page cache dropped before that restart. An operation
+// whose commit takes longer than WriteTimeout answers COORDINATOR_NOT_AVAILABLE; its records stay
+// applied, as in Kafka.
 //
 // The prune job (Kafka's setupRecordPruning) and the cold-partition snapshot job (Kafka's
 // snapshotColdPartitions) run on the shard goroutine between batches every PruneInterval and

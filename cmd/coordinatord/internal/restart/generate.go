@@ -110,8 +110,9 @@ func checkOwnDir(dataDir string) error {
 	return fmt.Errorf("%s holds files that bench restart did not generate (%s, ...); it empties the directory it generates in, so give a new or empty one", dataDir, entries[0].Name())
 }
 
-// Generate empties dataDir (refusing one that checkOwnDir refuses) and fills it with spec's logs, writing with concurrency writes in
-// flight; progress (if not nil) gets a line every few seconds. It returns the bytes written.
+// Generate empties dataDir (refusing one that checkOwnDir refuses) and fills it with spec's logs,
+// writing with concurrency writes in flight; progress (if not nil) gets a line every few seconds.
+// It returns the bytes written.
 func Generate(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec, concurrency int, progress io.Writer) (int64, error) {
 	if logger == nil {
 		logger = zap.NewNop()
