@@ -13,18 +13,25 @@ import (
 	"github.com/coordinatord/coordinatord/internal/shard"
 )
 
+// readiness is what the readiness endpoints report besides the partitions' states; serve sets it
+// when the gRPC health service changes.
+type readiness struct {
+	serving  atomic.Bool // every state partition finished its first load (gRPC health SERVING)
+	stopping atomic.Bool // draining the calls in flight before exit (gRPC health NOT_SERVING)
+}
+
 // newAdminMux serves the operator endpoints on the metrics port:
 //   - /metrics: Prometheus metrics from reg;
 //   - /healthz: 200 while the process is up (liveness);
 //   - /readyz: 200 when every state partition is active, else 503 with one line per partition
-//     that is not, saying why (readiness detail for operators). /readyz?exclude=failed does not
-//     count partitions that failed to load (a damaged log waits for an operator) against
-//     readiness, still listing them: it turns 200 once every partition has finished loading, as
-//     the gRPC health service does — the probe to use where gRPC probes cannot (TLS). Both answer
-//     503 once stopping is set (the server drains its calls before it exits), as the gRPC health
-//     service turns NOT_SERVING.
+//     that is not, saying why (readiness detail for operators). /readyz?exclude=failed answers as
+//     the gRPC health service does, for probes: 503 until every partition has finished its first
+//     load, 200 from then on, while a partition that failed (a damaged log waits for an operator)
+//     or reloads (after a failed append) serves no keys but the others do, still listing the
+//     partitions that are not active. Both answer 503 once the server drains its calls before it
+//     exits, as the gRPC health service turns NOT_SERVING.
 //   - /debug/pprof/: Go's runtime profiles, only with pprof (--enable-pprof).
-func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, stopping *atomic.Bool) *http.ServeMux {
+func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, ready *readiness) *http.ServeMux {
 	mux := http.NewServeMux()
 	if pprof {
 		mux.HandleFunc("GET /debug/pprof/", httppprof.Index)
@@ -47,21 +54,17 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, st
 			}
 			excludeFailed = true
 		}
-		if stopping.Load() {
+		if ready.stopping.Load() {
 			http.Error(w, "shutting down: draining the calls in flight", http.StatusServiceUnavailable)
 			return
 		}
 		var detail strings.Builder
-		active, ready := 0, 0
+		active := 0
 		for p, s := range shards {
 			st := s.Status()
 			if st.State == shard.Active {
 				active++
-				ready++
 				continue
-			}
-			if st.State == shard.Failed && excludeFailed {
-				ready++
 			}
 			fmt.Fprintf(&detail, "partition %d: %s", p, st.State)
 			if st.Err != nil {
@@ -70,7 +73,7 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, st
 			detail.WriteByte('\n')
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if ready < len(shards) {
+		if excludeFailed && !ready.serving.Load() || !excludeFailed && active < len(shards) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		fmt.Fprintf(w, "%d/%d state partitions active\n%s", active, len(shards), detail.String())

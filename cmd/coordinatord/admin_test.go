@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,13 +15,18 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
 )
 
 // TestReadyzWhileStopping: once the server is draining its calls before exit, both readiness
 // probes answer 503, as the gRPC health service turns NOT_SERVING.
 func TestReadyzWhileStopping(t *testing.T) {
-	var stopping atomic.Bool
-	mux := newAdminMux(prometheus.NewRegistry(), nil, false, &stopping)
+	var ready readiness
+	ready.serving.Store(true)
+	mux := newAdminMux(prometheus.NewRegistry(), nil, false, &ready)
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -34,7 +38,7 @@ func TestReadyzWhileStopping(t *testing.T) {
 			t.Fatalf("%s before stopping = %d %q, want 200", path, code, body)
 		}
 	}
-	stopping.Store(true)
+	ready.stopping.Store(true)
 	for _, path := range []string{"/readyz", "/readyz?exclude=failed"} {
 		if code, body := get(path); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
 			t.Fatalf("%s while stopping = %d %q, want 503 saying it is shutting down", path, code, body)
@@ -42,6 +46,67 @@ func TestReadyzWhileStopping(t *testing.T) {
 	}
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz while stopping = %d, want 200: the process is still alive", code)
+	}
+}
+
+// oneProvider gives every group the snapshot limit 500.
+type oneProvider struct{}
+
+func (oneProvider) SnapshotUpdateRecordsPerSnapshot(string) int { return 500 }
+
+// TestReadyzExcludeFailedFollowsGRPCHealth: /readyz?exclude=failed, the probes' endpoint, answers
+// 503 until every partition finished its first load and 200 from then on, as gRPC health does,
+// also while one partition reloads after a failed append; plain /readyz reports that partition.
+func TestReadyzExcludeFailedFollowsGRPCHealth(t *testing.T) {
+	fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
+	reloading := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 0, DataDir: "/data",
+		Log: statelog.Options{FS: fsys}, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour})
+	healthy := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 1, DataDir: "/data",
+		Log: statelog.Options{FS: faultfs.NewCrashFS()}})
+	t.Cleanup(func() { fsys.SetInjector(nil); _ = reloading.Close(); _ = healthy.Close() })
+	var ready readiness
+	mux := newAdminMux(prometheus.NewRegistry(), []*shard.Shard{reloading, healthy}, false, &ready)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	ctx := context.Background()
+	for _, s := range []*shard.Shard{reloading, healthy} {
+		if err := s.WaitLoaded(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, body := get("/readyz?exclude=failed"); code != http.StatusServiceUnavailable {
+		t.Fatalf("before gRPC health serves: %d %q, want 503", code, body)
+	}
+	ready.serving.Store(true)
+	key := shard.Key{GroupID: "g", Partition: 0}
+	if r := reloading.Initialize(ctx, shard.InitializeRequest{Key: key, StateEpoch: 1}); r.Code != shard.ErrNone {
+		t.Fatal(r)
+	}
+	// Two failed appends in a row: the second reload waits for its backoff in Loading.
+	fsys.SetInjector(faultfs.Match(faultfs.OnKinds(faultfs.OpWrite), syscall.ENOSPC))
+	write := func() {
+		reloading.Write(ctx, shard.WriteRequest{Key: key, StateEpoch: 1, StateBatches: []shard.StateBatch{{FirstOffset: 0, LastOffset: 1}}})
+	}
+	write()
+	for deadline := time.Now().Add(10 * time.Second); reloading.Status().State != shard.Active; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the partition did not serve again after its first failed append")
+		}
+	}
+	write()
+	for deadline := time.Now().Add(10 * time.Second); reloading.Status().State != shard.Loading; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("partition state %v, want it loading after a second failed append", reloading.Status().State)
+		}
+	}
+	if code, body := get("/readyz?exclude=failed"); code != http.StatusOK || !strings.Contains(body, "partition 0: loading") {
+		t.Fatalf("/readyz?exclude=failed while one partition reloads: %d %q, want 200 naming it", code, body)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "partition 0: loading") {
+		t.Fatalf("/readyz while one partition reloads: %d %q, want 503 naming it", code, body)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -161,8 +160,8 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	})
 	sec.reloadOnHangup(ctx)
 
-	var stopping atomic.Bool
-	httpSrv := &http.Server{Handler: newAdminMux(reg, shards, f.pprof, &stopping), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig(),
+	var ready readiness
+	httpSrv := &http.Server{Handler: newAdminMux(reg, shards, f.pprof, &ready), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig(),
 		ErrorLog: zap.NewStdLog(logger.Named("metrics-http"))} // handshake errors and the like, as JSON too
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr("gRPC", srv.GRPC.Serve(grpcLis)) }()
@@ -186,6 +185,7 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		waitLoaded(ctx, logger, shards)
 		if ctx.Err() == nil {
 			srv.SetServing(true)
+			ready.serving.Store(true)
 		}
 	}()
 
@@ -201,7 +201,7 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 	again := make(chan os.Signal, 1)
 	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(again)
-	stopping.Store(true) // /readyz: 503 while draining
+	ready.stopping.Store(true) // /readyz: 503 while draining
 	drainCalls(logger, srv.Shutdown, drain, again)
 	<-loaded
 	closeShards(logger, shards) // commit what was accepted, close every log
