@@ -176,11 +176,15 @@ func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateL
 	}
 	// Kafka finds a state too large for a snapshot only at the next snapshot, which lets it grow
 	// to hundreds of times the record limit meanwhile (one update of up to a record per write):
-	// a write that adds batches without moving the start offset is refused once a snapshot of
-	// the state would no longer fit.
-	if len(r.StateBatches) > 0 && startOffset == e.startOffset && m.maxRecord > 0 &&
-		snapshotSizeBound(e.key, len(e.batches), dcc) > m.maxRecord {
-		return errStateTooLarge{batches: len(e.batches), limit: m.maxRecord}
+	// a write that would leave more batches than before, and more than a snapshot can hold, is
+	// refused. Writes that do not grow the state still go through, so that it can shrink. The
+	// merge is computed only when the sum of both could pass the limit.
+	if m.maxRecord > 0 && len(r.StateBatches) > 0 &&
+		snapshotSizeBound(e.key, len(e.batches)+len(r.StateBatches), dcc) > m.maxRecord {
+		n := len(m.comb.combineBatches(e.batches, r.StateBatches, startOffset))
+		if n > len(e.batches) && snapshotSizeBound(e.key, n, dcc) > m.maxRecord {
+			return errStateTooLarge{batches: n, limit: m.maxRecord}
+		}
 	}
 	v := UpdateValue{
 		SnapshotEpoch: e.snapshotEpoch, LeaderEpoch: leaderEpoch, StartOffset: startOffset,

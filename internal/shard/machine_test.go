@@ -828,10 +828,10 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 }
 
-// TestStateGrowthStopsAtRecordLimit: between snapshots, a share partition's state grows only
-// until a snapshot of it would exceed the record limit; then a write that adds batches without
-// advancing the start offset is refused (UNKNOWN_SERVER_ERROR, logged, nothing changed), while one
-// that advances it, and a Read's leader-epoch claim, go through.
+// TestStateGrowthStopsAtRecordLimit: between snapshots, a share partition's state grows only until
+// a snapshot of it would exceed the record limit; a write that would grow it further is refused
+// (UNKNOWN_SERVER_ERROR, logged, nothing changed), also when it advances the start offset without
+// dropping batches, while writes that shrink it, and a Read's leader-epoch claim, go through.
 func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 	const maxRecord = 4096
 	core, logs := observer.New(zapcore.WarnLevel)
@@ -841,23 +841,26 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 		t.Fatal(res)
 	}
 	var res Result
-	next := int64(0)
-	for range 1000 {
+	next, start := int64(10), int64(0)
+	for i := range 1000 {
 		var add []StateBatch
 		for range 20 {
 			add = append(add, sb(next, next, 0, 1))
 			next += 2
 		}
-		if res = h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: add}); res.Code != ErrNone {
+		if i%2 == 1 {
+			start++ // advancing the start offset below every batch drops nothing
+		}
+		if res = h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: add}); res.Code != ErrNone {
 			break
 		}
 	}
-	if res.Code != ErrUnknownServerError || !strings.Contains(res.Message, "a write must advance its start offset to shrink it") {
+	if res.Code != ErrUnknownServerError || !strings.Contains(res.Message, "to shrink the state first") {
 		t.Fatalf("growing write: %+v", res)
 	}
 	grown := len(h.m.view(testKey).Offset.StateBatches)
-	if size := snapshotSizeBound(h.m.lookup(testKey).key, grown, -1); size > maxRecord+20*batchWireSize+5 {
-		t.Fatalf("the state grew to a %d-byte snapshot, past the %d-byte limit by more than one write", size, maxRecord)
+	if size := snapshotSizeBound(h.m.lookup(testKey).key, grown, -1); size > maxRecord {
+		t.Fatalf("the state grew to a %d-byte snapshot, past the %d-byte limit", size, maxRecord)
 	}
 	if n := logs.FilterMessageSnippet("cannot write the state record").Len(); n != 1 {
 		t.Fatalf("%d warnings, want one for the refused write", n)
@@ -865,10 +868,11 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 	if r := h.read(testKey, 2); r.Code != ErrNone {
 		t.Fatalf("read claiming a leader epoch: %+v", r)
 	}
-	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 2, StartOffset: next / 2, StateBatches: bs(sb(next, next, 0, 1))}); r.Code != ErrNone {
-		t.Fatalf("write advancing the start offset: %+v", r)
+	// Archiving everything written collapses the state to one batch, without moving the start.
+	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 2, StartOffset: start, StateBatches: bs(sb(10, next, 4, 1))}); r.Code != ErrNone {
+		t.Fatalf("write archiving every record: %+v", r)
 	}
-	if got := len(h.m.view(testKey).Offset.StateBatches); got >= grown {
-		t.Fatalf("%d batches after advancing the start offset, want fewer than %d", got, grown)
+	if got := len(h.m.view(testKey).Offset.StateBatches); got != 1 {
+		t.Fatalf("%d batches after archiving every record, want 1", got)
 	}
 }

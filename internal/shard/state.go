@@ -337,13 +337,13 @@ func (e errRecordTooLarge) Error() string {
 	return fmt.Sprintf("record of %d bytes exceeds the maximum record size of %d bytes", e.size, e.limit)
 }
 
-// errStateTooLarge refuses a write that would grow a share partition's state further when a
-// snapshot of it would already exceed the record limit.
+// errStateTooLarge refuses a write that would grow a share partition's state past what one
+// snapshot record can hold.
 type errStateTooLarge struct{ batches, limit int }
 
 func (e errStateTooLarge) Error() string {
-	return fmt.Sprintf("the share partition's state holds %d state batches, more than one record of at most %d bytes can hold "+
-		"as a snapshot; a write must advance its start offset to shrink it", e.batches, e.limit)
+	return fmt.Sprintf("the write would leave the share partition with %d state batches, more than one snapshot record of at "+
+		"most %d bytes can hold; acknowledge or archive records, or advance the start offset, to shrink the state first", e.batches, e.limit)
 }
 
 // snapshotSizeBound is an upper bound on the size of a snapshot record of the key mk with n state
