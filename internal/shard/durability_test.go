@@ -633,4 +633,28 @@ func TestAnsweredOperationsAreReleased(t *testing.T) {
 			t.Fatalf("the shard still holds the record slice %d of an append", i)
 		}
 	}
+	if s.pend.len() != 0 || cap(s.pend.buf) > maxRetainedPending {
+		t.Fatalf("the shard still holds %d pending records in a buffer of %d bytes", s.pend.len(), cap(s.pend.buf))
+	}
+}
+
+// A commit of records larger than maxRetainedPending does not keep its buffer once answered.
+func TestLargeCommitBufferIsReleased(t *testing.T) {
+	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: t.TempDir()})
+	ctx := context.Background()
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	var many []StateBatch
+	for i := range int64(100_000) {
+		many = append(many, sb(2*i, 2*i, 2, 1))
+	}
+	mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StateBatches: many}))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(s.pend.buf); c > maxRetainedPending {
+		t.Fatalf("the shard keeps a %d-byte record buffer after a large commit", c)
+	}
 }

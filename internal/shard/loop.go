@@ -514,13 +514,14 @@ func (s *Shard) flush() bool {
 }
 
 // releaseBatch empties the answered batch, dropping its operations (and their requests, which can
-// be large) and the record slices of its append, so that nothing of them stays reachable from
-// the shard until the next commit of as many operations overwrites them.
+// be large), the record slices of its append and a large record buffer, so that nothing of them
+// stays reachable from the shard until the next commit.
 func (s *Shard) releaseBatch() {
 	clear(s.batch)
 	s.batch = s.batch[:0]
 	clear(s.records)
 	s.records = s.records[:0]
+	s.pend.release()
 }
 
 // appendPending appends s.pend in chunks bounded by the batch caps (one fsync per chunk) and

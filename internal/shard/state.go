@@ -312,11 +312,18 @@ type pending struct {
 const maxRetainedPending = 1 << 20
 
 func (p *pending) reset(first int64) {
+	p.release()
+	p.first = first
+}
+
+// release empties p once its commit is done, dropping a record buffer that grew past
+// maxRetainedPending and the keys of the commit's records.
+func (p *pending) release() {
 	if cap(p.buf) > maxRetainedPending {
 		p.buf = nil
 	}
-	clear(p.keys) // the keys of the last commit's records
-	p.buf, p.ends, p.kinds, p.keys, p.first = p.buf[:0], p.ends[:0], p.kinds[:0], p.keys[:0], first
+	clear(p.keys)
+	p.buf, p.ends, p.kinds, p.keys = p.buf[:0], p.ends[:0], p.kinds[:0], p.keys[:0]
 }
 
 func (p *pending) len() int          { return len(p.ends) }
