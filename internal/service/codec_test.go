@@ -357,3 +357,20 @@ func TestRequestElementLimit(t *testing.T) {
 	}
 	checkServing(t, startBadInputServer(t))
 }
+
+// BenchmarkCodecUnmarshalWrite decodes a typical WriteShareGroupState (one partition, two state
+// batches) through the server codec, the element count included.
+func BenchmarkCodecUnmarshalWrite(b *testing.B) {
+	c := newCodec()
+	wire, err := proto.Marshal(writeReq("bench-group", topicA, 7, 1, 1, 100, batch(100, 109, 2, 1), batch(110, 119, 0, 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := mem.BufferSlice{mem.SliceBuffer(wire)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Unmarshal(data, &pb.WriteShareGroupStateRequest{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -32,6 +32,11 @@ func countElements(b []byte, md protoreflect.MessageDescriptor, limit int) int {
 	n := 0
 	var walk func(b []byte, md protoreflect.MessageDescriptor, depth int)
 	walk = func(b []byte, md protoreflect.MessageDescriptor, depth int) {
+		// A message without list or message fields (a state batch) is one entry whatever it
+		// holds: it is not walked. The answer is kept for the field seen last, which is the same
+		// one over a run of repeated entries.
+		var lastFD protoreflect.FieldDescriptor
+		lastLeaf := false
 		for len(b) > 0 && n <= limit {
 			num, typ, l := protowire.ConsumeTag(b)
 			if l < 0 {
@@ -49,7 +54,10 @@ func countElements(b []byte, md protoreflect.MessageDescriptor, limit int) int {
 			case fd == nil:
 			case fd.Message() != nil && typ == protowire.BytesType:
 				n++
-				if depth > 0 {
+				if fd != lastFD {
+					lastFD, lastLeaf = fd, isLeaf(fd.Message())
+				}
+				if depth > 0 && !lastLeaf {
 					if v, vl := protowire.ConsumeBytes(value); vl >= 0 {
 						walk(v, fd.Message(), depth-1)
 					}
@@ -63,6 +71,17 @@ func countElements(b []byte, md protoreflect.MessageDescriptor, limit int) int {
 	}
 	walk(b, md, 100)
 	return n
+}
+
+// isLeaf reports whether md has no list and no message fields.
+func isLeaf(md protoreflect.MessageDescriptor) bool {
+	fields := md.Fields()
+	for i := range fields.Len() {
+		if fd := fields.Get(i); fd.IsList() || fd.IsMap() || fd.Message() != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // markTooMany replaces m's contents with the mark of a request of n entries.
