@@ -444,6 +444,78 @@ func (c *combiner) mergeInPlace(st *batchStore, curCanonical bool, add []StateBa
 	return true
 }
 
+// mergedLen returns how many batches mergeInPlace(st, curCanonical, add, startOffset) would leave
+// for st's batches cur, without changing them. For canonical batches and sorted, disjoint new
+// ones it overlays only the region the new batches touch, as mergeInPlace does, so its cost does
+// not grow with the state; otherwise it runs the general sweep.
+func (c *combiner) mergedLen(cur []StateBatch, curCanonical bool, add []StateBatch, startOffset int64) int {
+	defer c.trim()
+	if !curCanonical || !sortedDisjoint(add) {
+		res := c.sweep(c.out[:0], cur, add, startOffset)
+		c.out = res[:0]
+		return len(res)
+	}
+	// Pruning drops a prefix and clips the new head; the clipped head takes part in the overlay
+	// as a copy.
+	var clipped StateBatch
+	headClipped := false
+	if startOffset != -1 && len(cur) > 0 && cur[0].FirstOffset < startOffset {
+		cur = cur[sortSearch(len(cur), func(k int) bool { return cur[k].LastOffset >= startOffset }):]
+		if len(cur) > 0 && cur[0].FirstOffset < startOffset {
+			clipped, headClipped = cur[0], true
+			clipped.FirstOffset = startOffset
+		}
+	}
+	at := func(k int) StateBatch {
+		if k == 0 && headClipped {
+			return clipped
+		}
+		return cur[k]
+	}
+	b, head, headOK := pruneSorted(add, startOffset)
+	n := len(cur)
+	if len(b) == 0 && !headOK {
+		return n
+	}
+	first, last := head, head
+	if !headOK {
+		first = b[0]
+	}
+	if len(b) > 0 {
+		last = b[len(b)-1]
+	}
+	out := c.out[:0]
+	if n == 0 || cur[n-1].LastOffset < first.FirstOffset {
+		// Everything new lies after the current batches: only the junction may coalesce.
+		if n > 0 {
+			out = append(out, at(n-1))
+		}
+		if headOK {
+			out = emit(out, head.FirstOffset, head.LastOffset, prioOf(&head))
+		}
+		for j := range b {
+			out = emit(out, b[j].FirstOffset, b[j].LastOffset, prioOf(&b[j]))
+		}
+		c.out = out[:0]
+		return max(n-1, 0) + len(out)
+	}
+	// The region [i, j) that mergeRegion would overlay.
+	i := sortSearch(n, func(k int) bool { x := cur[k].LastOffset; return x >= first.FirstOffset || x+1 == first.FirstOffset })
+	j := i + sortSearch(n-i, func(k int) bool {
+		x := at(i + k).FirstOffset
+		return x > last.LastOffset && x-1 != last.LastOffset
+	})
+	region := cur[i:j]
+	if i == 0 && j > 0 && headClipped {
+		pr := append(c.pruned[:0], region...)
+		pr[0] = clipped
+		c.pruned, region = pr[:0], pr
+	}
+	out = overlay(out, region, StateBatch{}, false, b, head, headOK)
+	c.out = out[:0]
+	return n - (j - i) + len(out)
+}
+
 // mergeOneByOne is the largest number of new batches that mergeInPlace merges one at a time.
 const mergeOneByOne = 8
 

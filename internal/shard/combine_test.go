@@ -402,3 +402,45 @@ func TestCombinerTrimsScratch(t *testing.T) {
 			cap(c.out), cap(c.pruned), cap(c.events), cap(c.heap), len(c.counts))
 	}
 }
+
+// mergedLen counts exactly what mergeInPlace leaves, on random states and updates: canonical or
+// not, sorted and disjoint new batches or not, with and without pruning.
+func TestMergedLenMatchesMergeInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	randomBatches := func(n int) []StateBatch {
+		var out []StateBatch
+		for range n {
+			first := rng.Int64N(200)
+			out = append(out, sb(first, first+rng.Int64N(6), []int{0, 1, 2, 4}[rng.IntN(4)], rng.IntN(3)))
+		}
+		return out
+	}
+	var c combiner
+	for i := range 100_000 {
+		cur := c.combineBatches(nil, randomBatches(rng.IntN(40)), -1)
+		curCanonical := true
+		if rng.IntN(10) == 0 {
+			cur, curCanonical = randomBatches(rng.IntN(10)), false
+		}
+		add := randomBatches(rng.IntN(12))
+		if rng.IntN(4) != 0 {
+			add = c.combineBatches(nil, add, -1)
+		}
+		start := int64(-1)
+		if rng.IntN(2) == 0 {
+			start = rng.Int64N(220)
+		}
+		before := slices.Clone(cur)
+		got := c.mergedLen(cur, curCanonical, add, start)
+		if !slices.Equal(cur, before) {
+			t.Fatalf("case %d: mergedLen changed its input", i)
+		}
+		var st batchStore
+		st.set(cur)
+		c.mergeInPlace(&st, curCanonical, add, start)
+		if got != len(st.batches) {
+			t.Fatalf("case %d: mergedLen = %d, mergeInPlace left %d\ncur %v (canonical %v)\nadd %v\nstart %d\nresult %v",
+				i, got, len(st.batches), cur, curCanonical, add, start, st.batches)
+		}
+	}
+}

@@ -174,21 +174,22 @@ func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateL
 		}
 		return m.writeSnapshot(p, e.key, e, &v)
 	}
-	// Kafka finds a state too large for a snapshot only at the next snapshot, which lets it grow
-	// to hundreds of times the record limit meanwhile (one update of up to a record per write):
-	// a write that would leave more batches than before, and more than a snapshot can hold, is
-	// refused. Writes that do not grow the state still go through, so that it can shrink. The
-	// merge is computed only when the sum of both could pass the limit.
-	if m.maxRecord > 0 && len(r.StateBatches) > 0 &&
-		snapshotSizeBound(e.key, len(e.batches)+len(r.StateBatches), dcc) > m.maxRecord {
-		n := len(m.comb.combineBatches(e.batches, r.StateBatches, startOffset))
-		if n > len(e.batches) && snapshotSizeBound(e.key, n, dcc) > m.maxRecord {
-			return errStateTooLarge{batches: n, limit: m.maxRecord}
-		}
-	}
 	v := UpdateValue{
 		SnapshotEpoch: e.snapshotEpoch, LeaderEpoch: leaderEpoch, StartOffset: startOffset,
 		StateBatches: m.comb.combineBatches(nil, r.StateBatches, startOffset), DeliveryCompleteCount: dcc,
+	}
+	// Kafka finds a state too large for a snapshot only at the next snapshot, which lets it grow
+	// to hundreds of times the record limit meanwhile (one update of up to a record per write):
+	// a write that would leave more batches than before, and more than a snapshot can hold, is
+	// refused. Writes that do not grow the state still go through, so that it can shrink. Each
+	// new batch adds at most two (it can split one), so the merge is counted, over the region it
+	// touches, only when that could pass the limit.
+	if m.maxRecord > 0 && len(v.StateBatches) > 0 &&
+		snapshotSizeBound(e.key, len(e.batches)+2*len(v.StateBatches), dcc) > m.maxRecord {
+		n := m.comb.mergedLen(e.batches, e.flags&flagCanonical != 0, v.StateBatches, startOffset)
+		if n > len(e.batches) && snapshotSizeBound(e.key, n, dcc) > m.maxRecord {
+			return errStateTooLarge{batches: n, limit: m.maxRecord}
+		}
 	}
 	return m.writeUpdate(p, e, &v)
 }

@@ -876,3 +876,41 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 		t.Fatalf("%d batches after archiving every record, want 1", got)
 	}
 }
+
+// BenchmarkWriteAtRecordLimit: a write to a share partition whose state is as large as a snapshot
+// can hold, re-acknowledging one of its batches (the state does not grow, so it is accepted). The
+// growth guard counts the merge over the region the write touches, not over the whole state.
+func BenchmarkWriteAtRecordLimit(b *testing.B) {
+	const maxRecord = 1 << 20
+	h := newHarness(b, 1<<30)
+	h.m = newMachine(zap.NewNop(), h.limits, h.clock.Now, 10*time.Second, maxRecord)
+	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+		b.Fatal(res)
+	}
+	mk := h.m.lookup(testKey).key
+	n := 0
+	for snapshotSizeBound(mk, n+1, -1) <= maxRecord {
+		n++
+	}
+	many := make([]StateBatch, n)
+	for i := range many {
+		many[i] = sb(int64(2*i), int64(2*i), 0, 1)
+	}
+	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: many}); res.Code != ErrNone {
+		b.Fatal(res)
+	}
+	past := int64(2*n + 5)
+	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(past, past, 0, 1))}); res.Code != ErrUnknownServerError {
+		b.Fatalf("a growing write at the limit: %+v, want it refused", res)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		o := int64(2 * (i % n))
+		if res := h.m.write(&WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(o, o, 0, 1))}, &h.p); res.Code != ErrNone {
+			b.Fatal(res)
+		}
+		h.p.reset(0)
+		i++
+	}
+}
