@@ -30,9 +30,9 @@
 // replays it before serving again; meanwhile operations get COORDINATOR_LOAD_IN_PROGRESS. A load
 // that fails leaves the shard Failed (COORDINATOR_NOT_AVAILABLE with the cause) and is retried
 // with exponential backoff (RetryBackoff up to MaxRetryBackoff), except after log corruption, which
-// needs an operator's repair, after a failed file-system sync of a SyncGroup, which needs a
-// restart of the process, and after a load that could not sync what it found
-// (statelog.ErrNotDurable), which needs the page cache dropped before that restart. An operation
+// needs an operator's repair, and after a failed file-system sync of a SyncGroup or a load that
+// could not sync what it found (statelog.ErrNotDurable), which need the page cache dropped and
+// the process restarted. An operation
 // whose commit takes longer than WriteTimeout answers COORDINATOR_NOT_AVAILABLE; its records stay
 // applied, as in Kafka.
 //

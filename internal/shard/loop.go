@@ -33,7 +33,7 @@ func (s *Shard) run() {
 				// The kernel reported a lost write-back once; nothing in this process can tell
 				// which writes of which partition it took.
 				s.logger.Error("state partition failed: a file-system sync of the data directory failed; "+
-					"restart the process to reload every state partition from disk", zap.Error(err))
+					"drop the page cache (or restart the machine), then restart the process to reload every state partition from disk", zap.Error(err))
 				wait = -1
 			case errors.Is(err, statelog.ErrNotDurable):
 				// A retry would read the bytes whose sync failed from the page cache and trust

@@ -138,8 +138,8 @@ type Shard struct {
 // background; operations meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A failed load leaves it
 // Failed: operations get COORDINATOR_NOT_AVAILABLE with a message carrying the cause, and the load
 // is retried with backoff unless the log is corrupt (which needs an operator's repair), a
-// file-system sync failed (which needs a restart of the process), or the load could not sync what
-// it found (statelog.ErrNotDurable, which needs the page cache dropped, then a restart).
+// file-system sync failed, or the load could not sync what it found (statelog.ErrNotDurable):
+// those two need the page cache dropped, then a restart of the process.
 func Open(logger *zap.Logger, provider Provider, opts Options) *Shard {
 	if logger == nil {
 		logger = zap.NewNop()

@@ -14,8 +14,9 @@
 //     silently. Open then syncs the newest segment and the log's directory, and LockDir the
 //     ancestor directories: an append that a killed process wrote but never synced is intact in
 //     the page cache, and is made durable before the log serves it or builds on it (should
-//     that sync fail, Open fails with ErrNotDurable). Repair, for operators, cuts the log at a
-//     corruption point and reports what it dropped.
+//     that sync fail for a log that holds records, and without a truncation offset, Open fails
+//     with ErrNotDurable). Repair, for operators, cuts the log at a corruption point and reports
+//     what it dropped.
 //   - Load is Open and a replay from the log-start offset in one pass: each frame is verified
 //     as it is read, and its records are handed over before the next frame is read, so a
 //     restart reads and checksums every byte once. Recovery is Open's; a load that fails

@@ -119,7 +119,7 @@ func (g *SyncGroup) runRoundLocked() {
 	if err != nil && g.failed == nil {
 		g.failed, g.failedAt = err, round
 		g.logger.Error("file-system sync of the state logs failed: every state partition refuses writes "+
-			"until the process is restarted (data written before the failure may be lost; a restart rereads what is on disk)",
+			"until the process is restarted (data written before the failure may be lost; drop the page cache, then restart the process to reread what is on disk)",
 			zap.Error(err))
 	}
 	g.cond.Broadcast()
