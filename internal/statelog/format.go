@@ -24,6 +24,14 @@ const (
 	lockFileName  = "LOCK"
 )
 
+// FrameOverheadBytes and RecordOverheadBytes are what the log adds on disk to the records of an
+// append: a frame header per Append and a length prefix per record (for tools that account for
+// the log's growth; a new segment adds its 32-byte header too).
+const (
+	FrameOverheadBytes  = frameHeaderSize
+	RecordOverheadBytes = recordPrefixSize
+)
+
 // MaxBatchBytes bounds the encoded payload of one batch (every record plus a 4-byte length
 // prefix each). Append rejects larger batches with ErrBatchTooLarge; a frame on disk that
 // claims more is rejected before any buffer is sized for it. It is part of the format.

@@ -20,10 +20,11 @@
 //
 // # Definitions (scenario 1, sustained write)
 //
-//   - Log growth: bytes appended to the log during the measurement (record payloads as the shard
-//     counts them: snapshots + updates) per second and per logical write (one
-//     WriteShareGroupState of one share partition).
-//   - Write amplification: snapshot bytes ÷ update bytes appended during the measurement.
+//   - Log growth: bytes appended to the log files during the measurement (the records, snapshots
+//     and updates, with a length prefix each and a frame header per commit) per second and per
+//     logical write (one WriteShareGroupState of one share partition).
+//   - Write amplification: snapshot bytes ÷ update bytes (records alone) appended during the
+//     measurement.
 //   - Retained log: the log after pruning at the end of the measurement (the log-start offset
 //     moved to the shard's last redundant offset, as the prune job does): its bytes on disk and
 //     records.

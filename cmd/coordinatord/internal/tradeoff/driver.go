@@ -11,20 +11,28 @@ import (
 	"github.com/coordinatord/coordinatord/internal/shard"
 )
 
-// driver writes a workload to one shard with a fixed number of goroutines. Each goroutine owns a
-// disjoint set of share partitions (i ≡ worker mod workers), so every share partition's writes
-// are made in order by one goroutine, and goroutines take their partitions round-robin.
+// driver writes a workload to one shard with a fixed number of goroutines. In the set-up phases
+// (initialize, stagger, rounds) each goroutine owns a disjoint set of share partitions
+// (i ≡ worker mod workers) and writes each a fixed number of times. The measurement takes the hot
+// share partitions from a queue instead, in turn: one write per share partition per turn, so
+// that every share partition is written as often as the others whatever the number of
+// goroutines, and never by two goroutines at once.
 type driver struct {
 	s       *shard.Shard
 	parts   []*workload.Partition // hot share partitions
 	idle    []*workload.Partition // share partitions written once
 	workers int
+	turns   chan int // the hot share partitions not being written, in the order of their turns
 }
 
 func newDriver(s *shard.Shard, cfg Config) *driver {
 	d := &driver{s: s, workers: min(cfg.Concurrency, cfg.Shape.SharePartitions)}
 	for i := 0; i < cfg.Shape.SharePartitions; i++ {
 		d.parts = append(d.parts, cfg.Shape.NewPartition(i))
+	}
+	d.turns = make(chan int, len(d.parts))
+	for i := range d.parts {
+		d.turns <- i
 	}
 	for i := 0; i < cfg.IdleSharePartitions; i++ {
 		d.idle = append(d.idle, cfg.Shape.NewPartition(cfg.Shape.SharePartitions+i))
@@ -111,40 +119,43 @@ func (d *driver) rounds(ctx context.Context, n int) error {
 	})
 }
 
-// measure writes round-robin until writes have been made (writes > 0) or until the deadline,
-// paced at rate writes per second when rate > 0. It returns the writes made.
+// measure writes the hot share partitions in turn until writes have been made (writes > 0) or
+// until the deadline, paced at rate writes per second when rate > 0. It returns the writes made.
 func (d *driver) measure(ctx context.Context, writes int64, deadline time.Time, rate float64) (int64, error) {
 	var issued, done atomic.Int64
 	start := time.Now()
-	err := d.parallel(func(w int) error {
+	err := d.parallel(func(int) error {
 		var buf []shard.StateBatch
 		for {
-			for i := w; i < len(d.parts); i += d.workers {
-				n := issued.Add(1)
-				if writes > 0 && n > writes {
-					return nil
-				}
-				if rate > 0 {
-					due := start.Add(time.Duration(float64(n-1) / rate * float64(time.Second)))
-					if wait := time.Until(due); wait > 0 {
-						select {
-						case <-time.After(wait):
-						case <-ctx.Done():
-							return ctx.Err()
-						}
+			n := issued.Add(1)
+			if writes > 0 && n > writes {
+				return nil
+			}
+			if rate > 0 {
+				due := start.Add(time.Duration(float64(n-1) / rate * float64(time.Second)))
+				if wait := time.Until(due); wait > 0 {
+					select {
+					case <-time.After(wait):
+					case <-ctx.Done():
+						return ctx.Err()
 					}
 				}
-				if writes == 0 && !time.Now().Before(deadline) {
-					return nil
-				}
-				if err := d.write(ctx, d.parts[i], &buf); err != nil {
-					return err
-				}
-				done.Add(1)
 			}
-			if err := ctx.Err(); err != nil {
+			if writes == 0 && !time.Now().Before(deadline) {
+				return nil
+			}
+			var i int
+			select {
+			case i = <-d.turns:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			err := d.write(ctx, d.parts[i], &buf)
+			d.turns <- i // back in line: the queue holds every share partition not being written
+			if err != nil {
 				return err
 			}
+			done.Add(1)
 		}
 	})
 	return done.Load(), err

@@ -45,15 +45,19 @@ type Row struct {
 // WritesPerSecond is the measured write rate.
 func (r Row) WritesPerSecond() float64 { return div(float64(r.Writes), r.Seconds) }
 
-// GrowthBytesPerSecond is the log growth: bytes appended per second of the measurement.
-func (r Row) GrowthBytesPerSecond() float64 {
-	return div(float64(r.UpdateBytes+r.SnapshotBytes), r.Seconds)
+// AppendedBytes is what the measurement added to the log files: the records, a length prefix
+// each, and a frame header per commit (an Append).
+func (r Row) AppendedBytes() int64 {
+	return r.UpdateBytes + r.SnapshotBytes + statelog.RecordOverheadBytes*(r.UpdateRecords+r.SnapshotRecords) +
+		statelog.FrameOverheadBytes*r.Commits
 }
 
+// GrowthBytesPerSecond is the log growth: bytes appended to the log files per second of the
+// measurement.
+func (r Row) GrowthBytesPerSecond() float64 { return div(float64(r.AppendedBytes()), r.Seconds) }
+
 // GrowthBytesPerWrite is the log growth per logical write.
-func (r Row) GrowthBytesPerWrite() float64 {
-	return div(float64(r.UpdateBytes+r.SnapshotBytes), float64(r.Writes))
-}
+func (r Row) GrowthBytesPerWrite() float64 { return div(float64(r.AppendedBytes()), float64(r.Writes)) }
 
 // WriteAmplification is snapshot bytes ÷ update bytes.
 func (r Row) WriteAmplification() float64 {

@@ -91,6 +91,9 @@ func (s Shape) NewPartition(i int) *Partition {
 // Key is the share partition's key.
 func (p *Partition) Key() shard.Key { return p.key }
 
+// Batches is the number of state batches the share partition's requests have carried so far.
+func (p *Partition) Batches() int64 { return p.batches }
+
 // Initialize is the request that creates the share partition's state (state epoch 1, start
 // offset 0).
 func (p *Partition) Initialize() shard.InitializeRequest {
