@@ -636,6 +636,11 @@ func TestAnsweredOperationsAreReleased(t *testing.T) {
 	if s.pend.len() != 0 || cap(s.pend.buf) > maxRetainedPending {
 		t.Fatalf("the shard still holds %d pending records in a buffer of %d bytes", s.pend.len(), cap(s.pend.buf))
 	}
+	for i, k := range s.pend.keys[:cap(s.pend.keys)] {
+		if k != "" {
+			t.Fatalf("the shard still holds the key %d of the last commit's records", i)
+		}
+	}
 }
 
 // A commit of records larger than maxRetainedPending does not keep its buffer once answered.

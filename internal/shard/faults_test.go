@@ -306,17 +306,24 @@ func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 	}
 }
 
-// syncFailsAfterWrite fails the first sync that follows a write, once armed: the batch is in the
-// file (perhaps only in the page cache) but was never acknowledged. After it fires it calls then.
+// syncFailsAfterWrite fails the first sync that follows a write, once armed, and the truncation
+// with which the failed append then cuts its own frame: the batch stays in the file (perhaps only
+// in the page cache) but was never acknowledged, for the shard's reload or close to cut. After it
+// fires it calls then.
 func syncFailsAfterWrite(armed *atomic.Bool, then func()) faultfs.Injector {
 	var mu sync.Mutex
 	var last faultfs.OpKind
+	var cutFails atomic.Bool
 	return faultfs.InjectorFunc(func(op faultfs.Op) error {
 		mu.Lock()
 		prev := last
 		last = op.Kind
 		mu.Unlock()
+		if op.Kind == faultfs.OpTruncate && cutFails.CompareAndSwap(true, false) {
+			return syscall.EIO
+		}
 		if op.Kind == faultfs.OpSync && prev == faultfs.OpWrite && armed.CompareAndSwap(true, false) {
+			cutFails.Store(true)
 			if then != nil {
 				then()
 			}

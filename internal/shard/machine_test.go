@@ -841,16 +841,14 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 		t.Fatal(res)
 	}
 	var res Result
-	next, start := int64(10), int64(0)
-	for i := range 1000 {
+	next, start := int64(1000), int64(0)
+	for range 1000 {
 		var add []StateBatch
 		for range 20 {
 			add = append(add, sb(next, next, 0, 1))
 			next += 2
 		}
-		if i%2 == 1 {
-			start++ // advancing the start offset below every batch drops nothing
-		}
+		start++ // every write advances the start offset, below every batch: it drops nothing
 		if res = h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: add}); res.Code != ErrNone {
 			break
 		}
@@ -865,11 +863,17 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 	if n := logs.FilterMessageSnippet("cannot write the state record").Len(); n != 1 {
 		t.Fatalf("%d warnings, want one for the refused write", n)
 	}
+	// With the limit halved (a lower record limit after a restart, say) the state is over it: a
+	// write that leaves as many batches (it re-acknowledges one as it is) still goes through.
+	h.m.maxRecord = maxRecord / 2
+	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: bs(sb(1000, 1000, 0, 1))}); r.Code != ErrNone {
+		t.Fatalf("write leaving an oversized state as large as it was: %+v", r)
+	}
 	if r := h.read(testKey, 2); r.Code != ErrNone {
 		t.Fatalf("read claiming a leader epoch: %+v", r)
 	}
 	// Archiving everything written collapses the state to one batch, without moving the start.
-	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 2, StartOffset: start, StateBatches: bs(sb(10, next, 4, 1))}); r.Code != ErrNone {
+	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 2, StartOffset: start, StateBatches: bs(sb(1000, next, 4, 1))}); r.Code != ErrNone {
 		t.Fatalf("write archiving every record: %+v", r)
 	}
 	if got := len(h.m.view(testKey).Offset.StateBatches); got != 1 {
