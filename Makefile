@@ -99,7 +99,7 @@ bench-packages:
 bench-tradeoff: build
 	bin/coordinatord bench snapshot-tradeoff --allow-out-of-range-limits --data-dir $(BENCH_DIR)/tradeoff \
 	  --share-partitions 100 --state-batches 50 --batches-per-write 2 --cold-interval 5s --segment-bytes 8MiB \
-	  --max-replay 250ms --max-log-growth 1.05MiB --slo-write-rate 10000 --out docs/img
+	  --max-replay 250ms --max-log-growth 1.1MiB --slo-write-rate 10000 --out docs/img
 
 ## bench-fsync: one small append + fdatasync on the benchmark disk (the durable-write floor).
 bench-fsync: build
