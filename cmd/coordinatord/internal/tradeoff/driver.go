@@ -13,16 +13,16 @@ import (
 
 // driver writes a workload to one shard with a fixed number of goroutines. In the set-up phases
 // (initialize, stagger, rounds) each goroutine owns a disjoint set of share partitions
-// (i ≡ worker mod workers) and writes each a fixed number of times. The measurement takes the hot
-// share partitions from a queue instead, in turn: one write per share partition per turn, so
-// that every share partition is written as often as the others whatever the number of
-// goroutines, and never by two goroutines at once.
+// (i ≡ worker mod workers) and writes each a fixed number of times. The measurement hands out its
+// writes round-robin instead: the n-th write goes to hot share partition n mod N, whichever
+// goroutine makes it, so that every share partition is written as often as the others whatever
+// the number of goroutines; a share partition's lock keeps two of its writes from running at once.
 type driver struct {
 	s       *shard.Shard
 	parts   []*workload.Partition // hot share partitions
 	idle    []*workload.Partition // share partitions written once
 	workers int
-	turns   chan int // the hot share partitions not being written, in the order of their turns
+	locks   []sync.Mutex // one per hot share partition, held while it is written
 }
 
 func newDriver(s *shard.Shard, cfg Config) *driver {
@@ -30,10 +30,7 @@ func newDriver(s *shard.Shard, cfg Config) *driver {
 	for i := 0; i < cfg.Shape.SharePartitions; i++ {
 		d.parts = append(d.parts, cfg.Shape.NewPartition(i))
 	}
-	d.turns = make(chan int, len(d.parts))
-	for i := range d.parts {
-		d.turns <- i
-	}
+	d.locks = make([]sync.Mutex, len(d.parts))
 	for i := 0; i < cfg.IdleSharePartitions; i++ {
 		d.idle = append(d.idle, cfg.Shape.NewPartition(cfg.Shape.SharePartitions+i))
 	}
@@ -119,8 +116,9 @@ func (d *driver) rounds(ctx context.Context, n int) error {
 	})
 }
 
-// measure writes the hot share partitions in turn until writes have been made (writes > 0) or
-// until the deadline, paced at rate writes per second when rate > 0. It returns the writes made.
+// measure writes the hot share partitions round-robin until writes have been made (writes > 0)
+// or until the deadline, paced at rate writes per second when rate > 0. It returns the writes
+// made.
 func (d *driver) measure(ctx context.Context, writes int64, deadline time.Time, rate float64) (int64, error) {
 	var issued, done atomic.Int64
 	start := time.Now()
@@ -144,14 +142,10 @@ func (d *driver) measure(ctx context.Context, writes int64, deadline time.Time, 
 			if writes == 0 && !time.Now().Before(deadline) {
 				return nil
 			}
-			var i int
-			select {
-			case i = <-d.turns:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			i := int((n - 1) % int64(len(d.parts)))
+			d.locks[i].Lock()
 			err := d.write(ctx, d.parts[i], &buf)
-			d.turns <- i // back in line: the queue holds every share partition not being written
+			d.locks[i].Unlock()
 			if err != nil {
 				return err
 			}
