@@ -154,3 +154,18 @@ func readStore(t testing.TB, dir string) *storeState {
 	}
 	return st
 }
+
+// rewriteStore changes the store file under dir with edit, as a store written by another
+// version of the server would hold it.
+func rewriteStore(t testing.TB, dir string, edit func(*storeState)) {
+	t.Helper()
+	st := readStore(t, dir)
+	edit(st)
+	data, err := encodeStore(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(StorePath(dir), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

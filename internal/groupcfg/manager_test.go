@@ -549,16 +549,10 @@ func TestStoredAutoOffsetResetKeywordCase(t *testing.T) {
 	if err := f.m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st := readStore(t, dir)
-	st.Groups["g"][keyAutoOffsetReset] = "EARLIEST"
-	st.Groups["h"][keyAutoOffsetReset] = "BY_DURATION:PT1H"
-	data, err := encodeStore(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(StorePath(dir), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	rewriteStore(t, dir, func(st *storeState) {
+		st.Groups["g"][keyAutoOffsetReset] = "EARLIEST"
+		st.Groups["h"][keyAutoOffsetReset] = "BY_DURATION:PT1H"
+	})
 	r := openFixture(t, dir, staticOf(t))
 	if got := r.m.AutoOffsetReset("g"); got != "earliest" {
 		t.Errorf("g: %q, want earliest", got)
@@ -585,15 +579,7 @@ func TestOverlongGroupName(t *testing.T) {
 	if err := f.m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st := readStore(t, dir)
-	st.Groups[long] = map[string]string{keyDeliveryCountLimit: "6"}
-	data, err := encodeStore(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(StorePath(dir), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	rewriteStore(t, dir, func(st *storeState) { st.Groups[long] = map[string]string{keyDeliveryCountLimit: "6"} })
 	r := openFixture(t, dir, staticOf(t))
 	d := r.m.DescribeConfigs([]DescribeResource{{Type: ResourceGroup, Name: long, Keys: []string{keyDeliveryCountLimit}}}, false, false)
 	if d[0].ErrorCode != ErrNone || len(d[0].Configs) != 1 || d[0].Configs[0].Value != "6" {

@@ -444,6 +444,32 @@ func (c *combiner) mergeInPlace(st *batchStore, curCanonical bool, add []StateBa
 	return true
 }
 
+// regionBounds returns the region [i, j) of the canonical batches cur that new batches from first
+// to last overlap or touch: i is the first batch ending at or after first.FirstOffset-1, j the
+// first one starting after last.LastOffset+1 (both written without overflow).
+func regionBounds(cur []StateBatch, first, last StateBatch) (i, j int) {
+	n := len(cur)
+	hi := n
+	for i < hi {
+		h := int(uint(i+hi) >> 1)
+		if x := cur[h].LastOffset; x >= first.FirstOffset || x+1 == first.FirstOffset {
+			hi = h
+		} else {
+			i = h + 1
+		}
+	}
+	j, hi = i, n
+	for j < hi {
+		h := int(uint(j+hi) >> 1)
+		if x := cur[h].FirstOffset; x > last.LastOffset && x-1 != last.LastOffset {
+			hi = h
+		} else {
+			j = h + 1
+		}
+	}
+	return i, j
+}
+
 // mergedLen returns how many batches mergeInPlace(st, curCanonical, add, startOffset) would leave
 // for st's batches cur, without changing them. For canonical batches and sorted, disjoint new
 // ones it overlays only the region the new batches touch, as mergeInPlace does, so its cost does
@@ -466,12 +492,6 @@ func (c *combiner) mergedLen(cur []StateBatch, curCanonical bool, add []StateBat
 			clipped.FirstOffset = startOffset
 		}
 	}
-	at := func(k int) StateBatch {
-		if k == 0 && headClipped {
-			return clipped
-		}
-		return cur[k]
-	}
 	b, head, headOK := pruneSorted(add, startOffset)
 	n := len(cur)
 	if len(b) == 0 && !headOK {
@@ -486,9 +506,10 @@ func (c *combiner) mergedLen(cur []StateBatch, curCanonical bool, add []StateBat
 	}
 	out := c.out[:0]
 	if n == 0 || cur[n-1].LastOffset < first.FirstOffset {
-		// Everything new lies after the current batches: only the junction may coalesce.
+		// Everything new lies after the current batches: only the junction may coalesce (on its
+		// last offset and priority, which a clip leaves alone).
 		if n > 0 {
-			out = append(out, at(n-1))
+			out = append(out, cur[n-1])
 		}
 		if headOK {
 			out = emit(out, head.FirstOffset, head.LastOffset, prioOf(&head))
@@ -499,12 +520,9 @@ func (c *combiner) mergedLen(cur []StateBatch, curCanonical bool, add []StateBat
 		c.out = out[:0]
 		return max(n-1, 0) + len(out)
 	}
-	// The region [i, j) that mergeRegion would overlay.
-	i := sortSearch(n, func(k int) bool { x := cur[k].LastOffset; return x >= first.FirstOffset || x+1 == first.FirstOffset })
-	j := i + sortSearch(n-i, func(k int) bool {
-		x := at(i + k).FirstOffset
-		return x > last.LastOffset && x-1 != last.LastOffset
-	})
+	// The region that mergeRegion would overlay. A clipped head starts no later than the first
+	// new batch, so the clip leaves the bounds alone; it does change what the overlay emits.
+	i, j := regionBounds(cur, first, last)
 	region := cur[i:j]
 	if i == 0 && j > 0 && headClipped {
 		pr := append(c.pruned[:0], region...)
@@ -550,28 +568,8 @@ func (c *combiner) mergeRegion(st *batchStore, b []StateBatch, head StateBatch, 
 		st.batches = out
 		return
 	}
-	// i: the first current batch ending at or after first.FirstOffset-1 (written without
-	// overflow); j: the first one starting after last.LastOffset+1.
 	cur := st.batches
-	n := len(cur)
-	i, hi := 0, n
-	for i < hi {
-		h := int(uint(i+hi) >> 1)
-		if x := cur[h].LastOffset; x >= first.FirstOffset || x+1 == first.FirstOffset {
-			hi = h
-		} else {
-			i = h + 1
-		}
-	}
-	j, hi := i, n
-	for j < hi {
-		h := int(uint(j+hi) >> 1)
-		if x := cur[h].FirstOffset; x > last.LastOffset && x-1 != last.LastOffset {
-			hi = h
-		} else {
-			j = h + 1
-		}
-	}
+	i, j := regionBounds(cur, first, last)
 	res := overlay(c.out[:0], cur[i:j], StateBatch{}, false, b, head, headOK)
 	c.out = res[:0]
 	st.splice(i, j, res)
