@@ -15,12 +15,17 @@ import (
 // default of `bench fsync --bytes` and the size `bench load --fsync-dir` uses.
 const fsyncProbeBytes = 256
 
+// maxProbeFiles bounds `bench fsync --files` (the largest state.topic.num.partitions is 1000).
+const maxProbeFiles = 1000
+
 // fsyncFlags are the flags of `bench fsync`.
 type fsyncFlags struct {
-	dir     string
-	samples int
-	bytes   int
-	idle    time.Duration
+	dir         string
+	samples     int
+	bytes       int
+	idle        time.Duration
+	files       int
+	preallocate bool
 }
 
 func (f *fsyncFlags) validate() error {
@@ -37,6 +42,12 @@ func (f *fsyncFlags) validate() error {
 	if f.idle < 0 || f.idle > time.Second {
 		errs = append(errs, fmt.Errorf("--idle %v: want 0 to 1s", f.idle))
 	}
+	if f.files < 1 || f.files > maxProbeFiles {
+		errs = append(errs, fmt.Errorf("--files %d: want 1 to %d", f.files, maxProbeFiles))
+	}
+	if f.preallocate && int64(f.bytes)*int64((f.samples+f.files-1)/max(f.files, 1)) > 1<<30 {
+		errs = append(errs, fmt.Errorf("--preallocate: --bytes × --samples ÷ --files exceeds 1 GiB per file"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -49,13 +60,16 @@ func newBenchFsyncCommand(e env) *cobra.Command {
 			"the latency distribution of the fdatasync calls and of each write+fdatasync pair. Run it on the\n" +
 			"server's data directory: its p50 is the \"one fdatasync\" of the write-latency target. With --idle\n" +
 			"it sleeps that long before each sample, so that the machine idles between syncs as it does\n" +
-			"between the calls of a server with one call in flight.",
+			"between the calls of a server with one call in flight. With --files the samples go to that many\n" +
+			"files in turn, as a server's writes go to the logs of its state partitions; with --preallocate\n" +
+			"each file's blocks are allocated (fallocate) before the samples, which then write inside it.",
 		Args: args(cobra.NoArgs),
 		RunE: func(_ *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
 				return badConfig(err)
 			}
-			res, err := diskprobe.SyncLatency(f.dir, f.samples, f.bytes, f.idle)
+			res, err := diskprobe.SyncLatency(f.dir, diskprobe.SyncProbe{Samples: f.samples, Bytes: f.bytes, Idle: f.idle,
+				Files: f.files, Preallocate: f.preallocate})
 			if err != nil {
 				return err
 			}
@@ -68,11 +82,20 @@ func newBenchFsyncCommand(e env) *cobra.Command {
 	fs.IntVar(&f.samples, "samples", 2000, "number of append+fdatasync pairs")
 	fs.IntVar(&f.bytes, "bytes", fsyncProbeBytes, "bytes appended before each fdatasync (about one write's frame)")
 	fs.DurationVar(&f.idle, "idle", 0, "sleep before each sample (0: back to back)")
+	fs.IntVar(&f.files, "files", 1, "files the samples go to in turn (a server writes to one log per state partition)")
+	fs.BoolVar(&f.preallocate, "preallocate", false, "allocate each file's blocks first, so that the samples write inside it (Linux)")
 	return cmd
 }
 
 func printSyncResult(e env, r diskprobe.SyncResult) {
-	fmt.Fprintf(e.stdout, "fdatasync on %s: %d samples of a %d-byte append", r.Dir, r.Samples, r.Bytes)
+	what := "append"
+	if r.Preallocate {
+		what = "write into allocated space"
+	}
+	fmt.Fprintf(e.stdout, "fdatasync on %s: %d samples of a %d-byte %s", r.Dir, r.Samples, r.Bytes, what)
+	if r.Files > 1 {
+		fmt.Fprintf(e.stdout, ", to %d files in turn", r.Files)
+	}
 	if r.Idle > 0 {
 		fmt.Fprintf(e.stdout, ", each after %v idle", r.Idle)
 	}

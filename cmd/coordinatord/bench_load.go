@@ -127,7 +127,7 @@ func checkLoadTargets(e env, f *loadFlags, rep *loadgen.Report) error {
 	if f.fsyncDir == "" {
 		return nil
 	}
-	res, err := diskprobe.SyncLatency(f.fsyncDir, f.fsyncSamples, fsyncProbeBytes, 0)
+	res, err := diskprobe.SyncLatency(f.fsyncDir, diskprobe.SyncProbe{Samples: f.fsyncSamples, Bytes: fsyncProbeBytes})
 	if err != nil {
 		return err
 	}

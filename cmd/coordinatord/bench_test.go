@@ -43,6 +43,9 @@ func TestBenchFlagValidation(t *testing.T) {
 		{"fsync without dir", []string{"bench", "fsync"}, []string{"--dir"}},
 		{"fsync no samples", []string{"bench", "fsync", "--dir", out, "--samples", "0"}, []string{"--samples 0"}},
 		{"fsync idle too long", []string{"bench", "fsync", "--dir", out, "--idle", "2s"}, []string{"--idle 2s"}},
+		{"fsync no files", []string{"bench", "fsync", "--dir", out, "--files", "0"}, []string{"--files 0"}},
+		{"fsync preallocation too large", []string{"bench", "fsync", "--dir", out, "--bytes", "67108864", "--samples", "100", "--preallocate"},
+			[]string{"--preallocate", "1 GiB"}},
 		{"restart without data dir", []string{"bench", "restart"}, []string{"--data-dir"}},
 		{"restart bad bytes", []string{"bench", "restart", "--data-dir", out, "--bytes", "-3"}, []string{"--bytes"}},
 		{"unknown bench", []string{"bench", "nope"}, []string{"nope"}},
@@ -134,6 +137,13 @@ func TestBenchFsyncSmoke(t *testing.T) {
 	}
 	if took := time.Since(began); took < 100*time.Millisecond {
 		t.Fatalf("5 samples after 20ms idle each took %v", took)
+	}
+	stdout, stderr, code = runBench(t, "bench", "fsync", "--dir", t.TempDir(), "--samples", "6", "--files", "3", "--preallocate")
+	if code != exitOK {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stdout, "6 samples of a 256-byte write into allocated space, to 3 files in turn") {
+		t.Fatalf("stdout:\n%s", stdout)
 	}
 }
 

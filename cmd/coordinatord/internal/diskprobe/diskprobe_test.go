@@ -1,6 +1,8 @@
 package diskprobe
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,23 +10,37 @@ import (
 )
 
 func TestSyncLatency(t *testing.T) {
-	dir := t.TempDir()
-	res, err := SyncLatency(dir, 20, 128, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Samples != 20 || res.Sync.Count != 20 || res.WriteSync.Count != 20 || res.Created {
-		t.Fatalf("want 20 samples of each in the existing directory, got %+v", res)
-	}
-	if res.Sync.P50 <= 0 || res.WriteSync.P50 < res.Sync.P50 {
-		t.Fatalf("want 0 < sync p50 <= write+sync p50, got %v and %v", res.Sync.P50, res.WriteSync.P50)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(entries) != 0 {
-		t.Fatalf("the scratch file was left behind: %v", entries)
+	for _, p := range []SyncProbe{
+		{Samples: 20, Bytes: 128},
+		{Samples: 21, Bytes: 100, Files: 5},
+		{Samples: 20, Bytes: 128, Files: 3, Preallocate: true},
+	} {
+		t.Run(fmt.Sprintf("files=%d/preallocate=%v", p.Files, p.Preallocate), func(t *testing.T) {
+			dir := t.TempDir()
+			res, err := SyncLatency(dir, p)
+			if p.Preallocate && errors.Is(err, errors.ErrUnsupported) {
+				t.Skipf("no fallocate here: %v", err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Samples != p.Samples || res.Sync.Count != int64(p.Samples) || res.WriteSync.Count != int64(p.Samples) || res.Created {
+				t.Fatalf("want %d samples of each in the existing directory, got %+v", p.Samples, res)
+			}
+			if res.Files != max(p.Files, 1) {
+				t.Fatalf("result names %d files, want %d", res.Files, max(p.Files, 1))
+			}
+			if res.Sync.P50 <= 0 || res.WriteSync.P50 < res.Sync.P50 {
+				t.Fatalf("want 0 < sync p50 <= write+sync p50, got %v and %v", res.Sync.P50, res.WriteSync.P50)
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 0 {
+				t.Fatalf("scratch files were left behind: %v", entries)
+			}
+		})
 	}
 }
 
@@ -32,14 +48,14 @@ func TestSyncLatency(t *testing.T) {
 // whose parent is missing too is refused.
 func TestSyncLatencyMissingDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "probe")
-	res, err := SyncLatency(dir, 5, 128, 0)
+	res, err := SyncLatency(dir, SyncProbe{Samples: 5, Bytes: 128})
 	if err != nil || !res.Created {
 		t.Fatalf("SyncLatency in a missing directory: %+v, %v; want a result that says it created it", res, err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the directory created for the probe is still there (%v)", err)
 	}
-	if _, err := SyncLatency(filepath.Join(t.TempDir(), "not", "there"), 5, 128, 0); err == nil {
+	if _, err := SyncLatency(filepath.Join(t.TempDir(), "not", "there"), SyncProbe{Samples: 5, Bytes: 128}); err == nil {
 		t.Fatal("SyncLatency under a missing parent succeeded")
 	}
 }
@@ -62,7 +78,7 @@ func TestSyncLatencyRejectsBadInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := SyncLatency(tc.dir, tc.n, tc.size, tc.idle); err == nil {
+			if _, err := SyncLatency(tc.dir, SyncProbe{Samples: tc.n, Bytes: tc.size, Idle: tc.idle}); err == nil {
 				t.Fatal("want an error")
 			}
 		})

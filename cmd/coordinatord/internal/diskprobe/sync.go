@@ -5,35 +5,47 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
 )
 
+// SyncProbe says what SyncLatency measures.
+type SyncProbe struct {
+	Samples int           // write+sync pairs
+	Bytes   int           // bytes written before each sync
+	Idle    time.Duration // sleep before each sample (0: back to back)
+	// Files is the number of scratch files the samples go to in turn (0 or 1: one), as a server
+	// spreads its writes over the logs of its state partitions.
+	Files int
+	// Preallocate allocates each file's blocks for all its samples first (fallocate(2)), so that
+	// the samples write inside the file instead of growing it. Linux only.
+	Preallocate bool
+}
+
 // SyncResult is the outcome of SyncLatency: the distribution of the fdatasync calls alone and of
 // each write+fdatasync pair.
 type SyncResult struct {
+	SyncProbe
 	Dir       string
 	Created   bool // Dir did not exist: it was created for the probe and removed after
-	Samples   int
-	Bytes     int           // bytes written before each sync
-	Idle      time.Duration // sleep before each sample
 	Sync      latency.Summary
 	WriteSync latency.Summary
 }
 
-// SyncLatency creates a scratch file in dir, then n times appends size bytes and calls
-// fdatasync(2) (fsync where fdatasync does not exist), timing the sync alone and the pair. The
-// file grows like a log's active segment, so each sync also persists the new file size, as a
-// log append's does. With idle > 0 it sleeps that long before each sample, so that the machine
-// goes idle between syncs as it does between the calls of a server with one call in flight;
-// with 0 the syncs run back to back. The scratch file is removed afterwards. A missing dir is
-// created for the probe (its parent must exist) and removed after it, and the result says so:
-// a mistyped path measures whatever disk holds its parent.
-func SyncLatency(dir string, n, size int, idle time.Duration) (SyncResult, error) {
-	if n <= 0 || size <= 0 || idle < 0 {
-		return SyncResult{}, fmt.Errorf("sync probe: want samples > 0, bytes > 0 and idle >= 0, got %d, %d and %v", n, size, idle)
+// SyncLatency creates p.Files scratch files in dir, then p.Samples times writes p.Bytes to the
+// next file in turn and calls fdatasync(2) on it (fsync where fdatasync does not exist), timing
+// the sync alone and the pair. Each file grows like a log's active segment, so each sync also
+// persists the new file size, as a log append's does; unless p.Preallocate, when the writes land
+// in blocks allocated (and synced) before the samples. With p.Idle > 0 it sleeps that long before
+// each sample, so that the machine goes idle between syncs as it does between the calls of a
+// server with one call in flight; with 0 the syncs run back to back. The scratch files are
+// removed afterwards. A missing dir is created for the probe (its parent must exist) and removed
+// after it, and the result says so: a mistyped path measures whatever disk holds its parent.
+func SyncLatency(dir string, p SyncProbe) (SyncResult, error) {
+	p.Files = max(p.Files, 1)
+	if p.Samples <= 0 || p.Bytes <= 0 || p.Idle < 0 {
+		return SyncResult{}, fmt.Errorf("sync probe: want samples > 0, bytes > 0 and idle >= 0, got %d, %d and %v", p.Samples, p.Bytes, p.Idle)
 	}
 	created := false
 	if err := os.Mkdir(dir, 0o755); err == nil {
@@ -42,44 +54,56 @@ func SyncLatency(dir string, n, size int, idle time.Duration) (SyncResult, error
 	} else if !errors.Is(err, fs.ErrExist) {
 		return SyncResult{}, fmt.Errorf("sync probe: create %s: %w", dir, err)
 	}
-	f, err := os.CreateTemp(dir, ".fsync-probe-*")
-	if err != nil {
-		return SyncResult{}, fmt.Errorf("sync probe: create scratch file in %s: %w", dir, err)
-	}
-	path := f.Name()
+	files := make([]*os.File, 0, p.Files)
 	defer func() {
-		_ = f.Close()
-		_ = os.Remove(path)
+		for _, f := range files {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
 	}()
-	// Persist the new directory entry first, so the samples measure appends only.
-	if err := dataSync(f); err != nil {
-		return SyncResult{}, fmt.Errorf("sync probe: sync %s: %w", path, err)
+	perFile := int64(p.Bytes) * int64((p.Samples+p.Files-1)/p.Files)
+	for range p.Files {
+		f, err := os.CreateTemp(dir, ".fsync-probe-*")
+		if err != nil {
+			return SyncResult{}, fmt.Errorf("sync probe: create scratch file in %s: %w", dir, err)
+		}
+		files = append(files, f)
+		if p.Preallocate {
+			if err := allocate(f, perFile); err != nil {
+				return SyncResult{}, fmt.Errorf("sync probe: allocate %d bytes of %s: %w", perFile, f.Name(), err)
+			}
+		}
+		// Persist the new file (and its allocation) first, so the samples measure writes only.
+		if err := dataSync(f); err != nil {
+			return SyncResult{}, fmt.Errorf("sync probe: sync %s: %w", f.Name(), err)
+		}
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := syncDir(dir); err != nil {
 		return SyncResult{}, err
 	}
-	buf := make([]byte, size)
+	buf := make([]byte, p.Bytes)
 	for i := range buf {
 		buf[i] = byte(i)
 	}
 	syncH, pairH := latency.New(), latency.New()
-	for i := 0; i < n; i++ {
-		if idle > 0 {
-			time.Sleep(idle)
+	for i := range p.Samples {
+		if p.Idle > 0 {
+			time.Sleep(p.Idle)
 		}
+		f := files[i%len(files)]
 		began := time.Now()
 		if _, err := f.Write(buf); err != nil {
-			return SyncResult{}, fmt.Errorf("sync probe: write %s: %w", path, err)
+			return SyncResult{}, fmt.Errorf("sync probe: write %s: %w", f.Name(), err)
 		}
 		written := time.Now()
 		if err := dataSync(f); err != nil {
-			return SyncResult{}, fmt.Errorf("sync probe: sync %s: %w", path, err)
+			return SyncResult{}, fmt.Errorf("sync probe: sync %s: %w", f.Name(), err)
 		}
 		done := time.Now()
 		syncH.Record(done.Sub(written))
 		pairH.Record(done.Sub(began))
 	}
-	return SyncResult{Dir: dir, Created: created, Samples: n, Bytes: size, Idle: idle, Sync: syncH.Summary(), WriteSync: pairH.Summary()}, nil
+	return SyncResult{SyncProbe: p, Dir: dir, Created: created, Sync: syncH.Summary(), WriteSync: pairH.Summary()}, nil
 }
 
 func syncDir(dir string) error {

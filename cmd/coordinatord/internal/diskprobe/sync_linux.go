@@ -20,3 +20,17 @@ func dataSync(f *os.File) error {
 		}
 	}
 }
+
+// allocate reserves the first n bytes of f with fallocate(2) in its default mode, which also
+// sets the file's size; the file's offset stays at 0, so writes land inside the allocation.
+func allocate(f *os.File, n int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), 0, 0, n)
+		if err != unix.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}
