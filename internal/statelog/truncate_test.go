@@ -240,10 +240,20 @@ func TestTruncateAfterFailedAppend(t *testing.T) {
 // A failed append cuts its frame off the segment before it returns, with the segment's own
 // truncation and fdatasync, so that neither a reopen nor a power cut after it (nor a restart of a
 // process killed before any reopen) finds the unacknowledged batch. This holds with a SyncGroup
-// too, whose failed sync the cut does not depend on.
+// too, whose failed sync the cut does not depend on; and when the failed sync had written the
+// frame to the disk all the same (a write-back error of other pages), which only the cut's own
+// sync undoes.
 func TestFailedAppendCutAtOnce(t *testing.T) {
-	for _, group := range []bool{false, true} {
-		t.Run(map[bool]string{false: "fdatasync", true: "sync group"}[group], func(t *testing.T) {
+	for _, tc := range []struct {
+		group  bool
+		landed bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		group := tc.group
+		name := map[bool]string{false: "fdatasync", true: "sync group"}[group]
+		if tc.landed {
+			name += "/frame written back"
+		}
+		t.Run(name, func(t *testing.T) {
 			mem := faultfs.NewCrashFS()
 			fsys := faultfs.Wrap(mem, nil)
 			opts := Options{FS: fsys}
@@ -259,7 +269,11 @@ func TestFailedAppendCutAtOnce(t *testing.T) {
 			acked := fixedBatch(1, 3, 100)
 			mustAppend(t, l, acked)
 			sizeBefore := l.Size()
-			fsys.SetInjector(failOnce(fail, syscall.EIO))
+			var syncErr error = syscall.EIO
+			if tc.landed {
+				syncErr = faultfs.AfterEffect(syscall.EIO)
+			}
+			fsys.SetInjector(failOnce(fail, syncErr))
 			if _, err := l.Append(fixedBatch(2, 3, 100)); !errors.Is(err, ErrFailed) {
 				t.Fatalf("Append = %v, want ErrFailed", err)
 			}

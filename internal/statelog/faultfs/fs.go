@@ -1,6 +1,7 @@
 package faultfs
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"sync/atomic"
@@ -50,6 +51,20 @@ func (f *FS) check(kind OpKind, path string) error {
 		return &fs.PathError{Op: kind.String(), Path: path, Err: err}
 	}
 	return nil
+}
+
+// perform runs op unless the injector fails it; an AfterEffect failure runs op first and
+// discards its result.
+func (f *FS) perform(kind OpKind, path string, op func() error) error {
+	err := f.check(kind, path)
+	if err == nil {
+		return op()
+	}
+	var ae afterEffect
+	if errors.As(err, &ae) {
+		_ = op()
+	}
+	return err
 }
 
 // Create implements vfs.FS.
@@ -157,12 +172,7 @@ type faultSyncer struct {
 	path string
 }
 
-func (s *faultSyncer) Sync() error {
-	if err := s.fs.check(OpSyncFS, s.path); err != nil {
-		return err
-	}
-	return s.s.Sync()
-}
+func (s *faultSyncer) Sync() error { return s.fs.perform(OpSyncFS, s.path, s.s.Sync) }
 
 func (s *faultSyncer) Holds(dir string) (bool, error) {
 	if err := s.fs.check(OpStat, dir); err != nil {
@@ -206,25 +216,18 @@ func (ff *faultFile) ReadAt(p []byte, off int64) (int, error) {
 	return ff.f.ReadAt(p, off)
 }
 
-func (ff *faultFile) WriteAt(p []byte, off int64) (int, error) {
-	if err := ff.fs.check(OpWrite, ff.path); err != nil {
-		return 0, err
-	}
-	return ff.f.WriteAt(p, off)
+func (ff *faultFile) WriteAt(p []byte, off int64) (n int, err error) {
+	err = ff.fs.perform(OpWrite, ff.path, func() error {
+		n, err = ff.f.WriteAt(p, off)
+		return err
+	})
+	return n, err
 }
 
-func (ff *faultFile) Sync() error {
-	if err := ff.fs.check(OpSync, ff.path); err != nil {
-		return err
-	}
-	return ff.f.Sync()
-}
+func (ff *faultFile) Sync() error { return ff.fs.perform(OpSync, ff.path, ff.f.Sync) }
 
 func (ff *faultFile) Truncate(size int64) error {
-	if err := ff.fs.check(OpTruncate, ff.path); err != nil {
-		return err
-	}
-	return ff.f.Truncate(size)
+	return ff.fs.perform(OpTruncate, ff.path, func() error { return ff.f.Truncate(size) })
 }
 
 func (ff *faultFile) Size() (int64, error) {

@@ -19,6 +19,18 @@ type Injector interface {
 	MaybeError(op Op) error
 }
 
+// AfterEffect wraps err so that the operation it fails takes effect before it reports err: a
+// write that lands but reports an error, a sync that made the data durable yet reports a
+// write-back error (one that another write's pages met, say). FS honours it for OpWrite, OpSync,
+// OpTruncate and OpSyncFS; any other operation fails with it without effect. The error the
+// operation returns wraps err.
+func AfterEffect(err error) error { return afterEffect{err} }
+
+type afterEffect struct{ err error }
+
+func (a afterEffect) Error() string { return a.err.Error() + " (after taking effect)" }
+func (a afterEffect) Unwrap() error { return a.err }
+
 // InjectorFunc adapts a function to the Injector interface.
 type InjectorFunc func(op Op) error
 

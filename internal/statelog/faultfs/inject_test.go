@@ -194,3 +194,45 @@ func TestFSConcurrentUse(t *testing.T) {
 		t.Fatal("no operations counted")
 	}
 }
+
+// An AfterEffect failure of a write, sync, truncation or file-system sync lets the operation take
+// effect, then reports the error; other operations fail without effect.
+func TestAfterEffect(t *testing.T) {
+	mem := NewCrashFS()
+	fail := Match(OnKinds(OpWrite, OpSync, OpTruncate, OpSyncFS, OpRemove), AfterEffect(syscall.EIO))
+	f := Wrap(mem, nil)
+	file, err := f.Create("/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	f.SetInjector(fail)
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("%s: %v, want EIO", what, err)
+		}
+	}
+	_, err = file.WriteAt([]byte("abcdef"), 0)
+	check("write", err)
+	check("sync", file.Sync())
+	if got, _ := content(t, mem.CrashClone(CrashOptions{}), "/x"); got != "abcdef" {
+		t.Fatalf("after a write and a sync that failed after taking effect, a power cut leaves %q", got)
+	}
+	check("truncate", file.Truncate(3))
+	syncer, err := f.OpenSyncer("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syncer.Close()
+	check("syncfs", syncer.Sync())
+	if got, _ := content(t, mem.CrashClone(CrashOptions{}), "/x"); got != "abc" {
+		t.Fatalf("after a truncation and a file-system sync that failed after taking effect, a power cut leaves %q", got)
+	}
+	check("remove", f.Remove("/x"))
+	if _, exists := content(t, mem, "/x"); !exists {
+		t.Fatal("a remove failed with AfterEffect took effect")
+	}
+}
