@@ -405,11 +405,18 @@ func TestShardCloseWithOperationsInFlight(t *testing.T) {
 	waitQueued(t, s, n-1)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	// Close must not finish while operations are in flight.
+	// Close has stopped accepting and told the shard goroutine to drain once s.drain is closed;
+	// all it has left to do is wait for the goroutine, which cannot finish while the held append
+	// is in flight.
+	select {
+	case <-s.drain:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not start draining")
+	}
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned before committing: %v", err)
-	default:
+	case <-time.After(50 * time.Millisecond):
 	}
 	release()
 	wg.Wait()
