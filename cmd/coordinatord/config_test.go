@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -21,14 +22,42 @@ func wantBadConfig(t *testing.T, dataDir string, env, args []string, want ...str
 	if code != exitBadConfig {
 		t.Fatalf("exit status %d, want %d\n%s", code, exitBadConfig, stderr)
 	}
+	msg := fatalMessage(t, stderr)
 	for _, w := range want {
-		if !strings.Contains(stderr, w) {
-			t.Errorf("stderr does not mention %q:\n%s", w, stderr)
+		if !strings.Contains(msg, w) {
+			t.Errorf("the error does not mention %q: %s\nstderr:\n%s", w, msg, stderr)
 		}
 	}
 	if strings.Contains(stderr, `"msg":"serving"`) {
 		t.Errorf("the server started serving despite bad configuration")
 	}
+}
+
+// fatalMessage returns the error that ended the command, from its stderr: the "error" of the JSON
+// line that logs it once the server's logger exists, else the plain "coordinatord: " line. It
+// fails the test unless there is exactly one of them.
+func fatalMessage(t *testing.T, stderr string) string {
+	t.Helper()
+	var found []string
+	for _, line := range strings.Split(stderr, "\n") {
+		if rest, ok := strings.CutPrefix(line, "coordinatord: "); ok {
+			found = append(found, rest)
+			continue
+		}
+		var entry struct {
+			Level, Msg, Error string
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "coordinatord stopped on an error" {
+			if entry.Level != "error" || entry.Error == "" {
+				t.Errorf("the error is logged as %s", line)
+			}
+			found = append(found, entry.Error)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want the error that ended the command once, plain or logged; stderr:\n%s", stderr)
+	}
+	return found[0]
 }
 
 // TestBadConfigurationExits2 checks that every kind of bad configuration stops start-up with exit
@@ -62,6 +91,22 @@ func TestBadConfigurationExits2(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wantBadConfig(t, t.TempDir(), tc.env, tc.args, tc.want...)
 		})
+	}
+}
+
+// Once the server's logger exists, the error that stops it is a line of the JSON log, not a
+// plain-text line among JSON ones; before, plain text is all there is.
+func TestFatalErrorIsLogged(t *testing.T) {
+	_, stderr, _ := runBinary(t, nil, serverArgs(t.TempDir(), "--advertised-listen", "myhost:0")...)
+	if strings.Contains(stderr, "\ncoordinatord: ") || strings.HasPrefix(stderr, "coordinatord: ") {
+		t.Errorf("the error is printed as plain text besides the JSON log:\n%s", stderr)
+	}
+	if msg := fatalMessage(t, stderr); !strings.Contains(msg, "myhost:0") || !strings.Contains(stderr, `"msg":"coordinatord stopped on an error"`) {
+		t.Errorf("the error is not logged as JSON:\n%s", stderr)
+	}
+	_, stderr, _ = runBinary(t, nil, serverArgs(t.TempDir(), "--log-level", "loud")...)
+	if !strings.HasPrefix(stderr, "coordinatord: ") {
+		t.Errorf("an error before the logger exists is not plain text:\n%s", stderr)
 	}
 }
 

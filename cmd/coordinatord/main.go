@@ -35,6 +35,11 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// loggedError is an error the command has already logged: run does not print it again.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
+
 // badConfig marks err as a configuration or usage problem (exit status 2).
 func badConfig(err error) error { return &exitError{code: exitBadConfig, err: err} }
 
@@ -73,7 +78,9 @@ func run(ctx context.Context, args []string, e env) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(e.stderr, "coordinatord:", err)
+	if !errors.As(err, new(loggedError)) {
+		fmt.Fprintln(e.stderr, "coordinatord:", err)
+	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

@@ -55,7 +55,7 @@ func (f *serveFlags) register(cmd *cobra.Command) {
 }
 
 // serve runs the server until ctx ends, then shuts it down gracefully.
-func serve(ctx context.Context, e env, f *serveFlags) error {
+func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	if f.nodeID < 0 {
 		return badConfig(fmt.Errorf("--node-id %d: want a node id >= 0", f.nodeID))
 	}
@@ -68,6 +68,16 @@ func serve(ctx context.Context, e env, f *serveFlags) error {
 		return badConfig(err)
 	}
 	defer func() { _ = logger.Sync() }()
+	if !isTerminal(e.stderr) {
+		// Log collectors parse every line of a JSON log: the error that ends the server is one
+		// of them, instead of a plain-text line.
+		defer func() {
+			if err != nil {
+				logger.Error("coordinatord stopped on an error", zap.Error(err))
+				err = loggedError{err}
+			}
+		}()
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
