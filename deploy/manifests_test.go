@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,6 +130,21 @@ func TestChecksCatchMistakes(t *testing.T) {
 		}},
 		{"memory limit below request", checkResources, func(t *testing.T, m *manifests) {
 			container(t, m).Resources.Limits["memory"] = resource.MustParse("1Mi")
+		}},
+		{"memory limit above request", checkResources, func(t *testing.T, m *manifests) {
+			container(t, m).Resources.Requests["memory"] = resource.MustParse("256Mi")
+		}},
+		{"GOMEMLIMIT missing", checkResources, func(t *testing.T, m *manifests) {
+			c := container(t, m)
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
+		}},
+		{"GOMEMLIMIT at the memory limit", checkResources, func(t *testing.T, m *manifests) {
+			c := container(t, m)
+			for i := range c.Env {
+				if c.Env[i].Name == "GOMEMLIMIT" {
+					c.Env[i].Value = fmt.Sprintf("%dB", c.Resources.Limits.Memory().Value())
+				}
+			}
 		}},
 		{"grace shorter than drain", checkTerminationGrace, func(t *testing.T, m *manifests) {
 			m.statefulSets[0].Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](25)

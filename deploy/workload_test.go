@@ -465,7 +465,10 @@ func checkSecurity(m *manifests) error {
 
 func isTrue(b *bool) bool { return b != nil && *b }
 
-// checkResources: requests for scheduling and a memory limit.
+// checkResources: requests for scheduling, a memory limit equal to the memory request (a pod
+// above its request is among the first evicted when its node runs short of memory, and the Go
+// heap grows towards GOMEMLIMIT), and GOMEMLIMIT set at most 90 % of the limit, so that the
+// runtime collects before the kernel kills.
 func checkResources(m *manifests) error {
 	_, c, _, err := statefulSetContainer(m)
 	if err != nil {
@@ -481,10 +484,44 @@ func checkResources(m *manifests) error {
 	if !ok {
 		return errors.New("no memory limit")
 	}
-	if limit.Cmp(r.Requests[corev1.ResourceMemory]) < 0 {
-		return fmt.Errorf("memory limit %v below its request %v", limit.String(), r.Requests.Memory().String())
+	if limit.Cmp(r.Requests[corev1.ResourceMemory]) != 0 {
+		return fmt.Errorf("memory limit %v differs from its request %v", limit.String(), r.Requests.Memory().String())
+	}
+	var goMemLimit string
+	for _, e := range c.Env {
+		if e.Name == "GOMEMLIMIT" {
+			goMemLimit = e.Value
+		}
+	}
+	soft, err := parseGoMemLimit(goMemLimit)
+	if err != nil {
+		return err
+	}
+	if soft > limit.Value()/10*9 {
+		return fmt.Errorf("GOMEMLIMIT %s leaves less than 10%% of the memory limit %v", goMemLimit, limit.String())
 	}
 	return nil
+}
+
+// parseGoMemLimit parses a GOMEMLIMIT value as the Go runtime does: a byte count with an optional
+// unit B, KiB, MiB, GiB or TiB.
+func parseGoMemLimit(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = n, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("GOMEMLIMIT %q: want a byte count such as 900MiB (the runtime otherwise ignores the memory limit)", v)
+	}
+	return n * mult, nil
 }
 
 // checkDisruptionBudget: one budget that selects the pods.
