@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,10 @@ func TestBenchLoadAgainstServer(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "warm-up") {
 		t.Errorf("no progress lines on stderr:\n%s", stderr)
+	}
+	verdicts := regexp.MustCompile(`(?m)^throughput write ÷ health = [0-9.]+ at 4 in flight, target >= 0\.85: (met|missed) |^write p50 .* at 4 in flight: (met|missed) `)
+	if got := verdicts.FindAllString(stdout, -1); len(got) != 2 {
+		t.Errorf("want a verdict on both targets, found %q in:\n%s", got, stdout)
 	}
 	stdout, stderr, code = runBench(t, "bench", "load", "--target", p.grpcAddr, "--phases", "write", "--duration", "200ms",
 		"--warmup", "0s", "--output", "json", "--quiet")

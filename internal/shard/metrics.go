@@ -52,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer, groupLabelMax int) *Metrics {
 		}, []string{"group", "type"}),
 		commitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sharecoord_commit_batch_records",
-			Help:    "Records per group commit (one append and fsync).",
+			Help:    "Records per group commit (one append to a state log, made durable by one sync).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 13),
 		}),
 		lastPruned: prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -11,9 +11,9 @@ const (
 
 // ExportedKind returns the kind of the metric family that a coordinatord server exports under
 // family (its name as registered: a histogram without _bucket, _sum or _count), or "" if the
-// server exports no such family. The list is the server's documented metrics (the README's
-// metrics table), plus go-grpc-middleware's server metrics; the Go and process collectors are
-// accepted by their go_ and process_ prefixes.
+// server exports no such family. The list is the server's own metrics (those the README's
+// Metrics section names), plus go-grpc-middleware's server metrics; the Go and process
+// collectors are accepted by their go_ and process_ prefixes.
 func ExportedKind(family string) string {
 	switch family {
 	case "sharecoord_records_appended_total",
@@ -26,6 +26,7 @@ func ExportedKind(family string) string {
 		"sharecoord_state_log_durable_end_truncations_total",
 		"sharecoord_state_log_corruptions_total",
 		"sharecoord_tls_reloads_total",
+		"sharecoord_shard_reloads_total",
 		"grpc_server_started_total",
 		"grpc_server_handled_total",
 		"grpc_server_msg_received_total",
