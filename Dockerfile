@@ -3,7 +3,11 @@
 # coordinatord container image: a static binary on distroless, running as the nonroot user.
 #
 #   docker build -t coordinatord .
-#   docker run -p 7070:7070 -p 7071:7071 -v coordinatord-data:/var/lib/coordinatord coordinatord
+#   docker run --stop-timeout 45 -p 7070:7070 -p 7071:7071 -v coordinatord-data:/var/lib/coordinatord \
+#     coordinatord --advertised-listen HOST:7070
+#
+# --stop-timeout covers the drain of calls in flight (shutdown.drain.timeout.ms, 20 s) and the close
+# of the state logs; HOST is the name clients reach the container by (FindCoordinator answers it).
 #
 # Ports: 7070 gRPC (sharecoord.v1, grpc.health.v1, reflection); 7071 HTTP /metrics, /healthz, /readyz.
 # State (the state logs and the config store) lives in the /var/lib/coordinatord volume.
@@ -14,11 +18,11 @@ ARG TARGETOS
 ARG TARGETARCH
 # The release the image is built as, shown by --version and in the start-up log:
 # docker build --build-arg VERSION=$(git describe --tags --always) -t coordinatord .
-ARG VERSION=unknown
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+ARG VERSION=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags="-s -w -X main.buildVersion=${VERSION}" -o /coordinatord ./cmd/coordinatord
@@ -27,11 +31,14 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 RUN mkdir -p /rootfs/var/lib/coordinatord
 
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION=unknown
 LABEL org.opencontainers.image.title="coordinatord" \
-      org.opencontainers.image.description="Standalone Kafka share coordinator (KIP-932 share-group state) served over gRPC"
+      org.opencontainers.image.description="Standalone Kafka share coordinator (KIP-932 share-group state) served over gRPC" \
+      org.opencontainers.image.version="${VERSION}"
 COPY --from=build --chown=65532:65532 /rootfs/var/lib/coordinatord /var/lib/coordinatord
 COPY --from=build /coordinatord /usr/local/bin/coordinatord
-USER nonroot:nonroot
+# Numeric, so that a kubelet can verify runAsNonRoot without a runAsUser.
+USER 65532:65532
 VOLUME ["/var/lib/coordinatord"]
 EXPOSE 7070/tcp 7071/tcp
 ENTRYPOINT ["/usr/local/bin/coordinatord", "--data-dir", "/var/lib/coordinatord", "--listen", "0.0.0.0:7070", "--metrics-listen", "0.0.0.0:7071"]

@@ -208,7 +208,7 @@ func TestDockerfileProblems(t *testing.T) {
 		{name: "debug info kept", old: `-ldflags="-s -w `, new: `-ldflags="`},
 		{name: "version not stamped", old: ` -X main.buildVersion=${VERSION}`, new: ""},
 		{name: "root runtime", old: "static-debian12:nonroot", new: "static-debian12"},
-		{name: "root user", old: "USER nonroot:nonroot", new: "USER root"},
+		{name: "root user", old: "USER 65532:65532", new: "USER root"},
 		{name: "single stage", old: "FROM gcr.io/distroless/static-debian12:nonroot", new: ""},
 		{name: "no volume", old: `VOLUME ["/var/lib/coordinatord"]`, new: `VOLUME ["/data"]`},
 		{name: "gRPC port not exposed", old: "EXPOSE 7070/tcp 7071/tcp", new: "EXPOSE 7071/tcp"},
