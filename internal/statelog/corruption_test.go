@@ -116,6 +116,14 @@ var frameDamages = []struct {
 	}},
 }
 
+// rebase returns a copy of frame with its base offset set to base, checksums fixed.
+func rebase(frame []byte, base int) []byte {
+	f := append([]byte(nil), frame...)
+	binary.LittleEndian.PutUint64(f[12:], uint64(base))
+	binary.LittleEndian.PutUint32(f[24:], crc(f[:24]))
+	return f
+}
+
 // frameDamage returns the edit of the named frame damage.
 func frameDamage(t *testing.T, name string) func(b []byte, pos int64) []byte {
 	t.Helper()
@@ -187,6 +195,21 @@ func corruptionCases() []corruptionCase {
 			}},
 		corruptionCase{name: "newest segment/intact frame after unaligned garbage", corruptIdx: lastSeg,
 			corruptAt: framePos(ctFramesPerSeg), keep: ctSegments * ctFramesPerSeg * ctRecords,
+			damage: func(t *testing.T, _ string, segs []string) {
+				editFile(t, segs[lastSeg], func(b []byte) []byte {
+					// An acknowledged frame whose header got damaged, and the next frame, which
+					// continues the offsets past it (not at a multiple of anything).
+					next := ctSegments * ctFramesPerSeg * ctRecords
+					damaged := rebase(b[framePos(0):framePos(1)], next)
+					damaged[0] ^= 0xff
+					later := rebase(b[framePos(0):framePos(1)], next+ctRecords)
+					return append(append(append(b, damaged...), "xyz"...), later...)
+				})
+			}},
+		// An intact frame whose offsets do not continue the log cannot have been written after
+		// the damage (a client's record can hold such bytes): the damage is a torn tail.
+		corruptionCase{name: "newest segment/earlier frame's copy after unaligned garbage", torn: true,
+			keep: ctSegments * ctFramesPerSeg * ctRecords,
 			damage: func(t *testing.T, _ string, segs []string) {
 				editFile(t, segs[lastSeg], func(b []byte) []byte {
 					first := append([]byte(nil), b[framePos(0):framePos(1)]...)

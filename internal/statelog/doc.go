@@ -93,7 +93,10 @@
 //     fsynced, logged and counted (sharecoord_state_log_torn_tail_truncations_total). The rest
 //     of the file is scanned from the bad frame's end when its header is intact, so that
 //     frame-like bytes in its records are not taken for a frame; else from the byte after its
-//     start.
+//     start, where only a frame that continues the offsets counts: its base offset past the bad
+//     frame's first record, and no further than the bad frame's bytes can hold records. A
+//     client can still put a frame with such offsets in a record; then a crash that loses that
+//     append's header stops the partition as corrupt, for repair-log, without losing data.
 //   - If an intact frame follows the bad one, acknowledged data lies after the damage: that is
 //     corruption.
 //   - Bad frames in any older segment are always corruption, as are frames whose checksums

@@ -142,9 +142,10 @@ func (r *frameReader) verify(fr *frame) (*badFrame, error) {
 // decides between a torn tail (nothing follows the damage) and corruption (acknowledged data
 // follows). The bytes inside a damaged frame are a client's record bytes and may contain
 // anything, frame headers included: the caller starts past them when the damaged frame's header
-// says where it ends. It scans the buffered bytes for the frame magic, so it is linear in the
-// file size.
-func (r *frameReader) frameAfter(pos int64) (bool, error) {
+// says where it ends, and when it does not, passes where the damaged frame starts (damaged, nil
+// for none), to skip intact headers whose base offset no frame written after it can have. It
+// scans the buffered bytes for the frame magic, so it is linear in the file size.
+func (r *frameReader) frameAfter(pos int64, damaged *damagedFrame) (bool, error) {
 	var magic [4]byte
 	binary.LittleEndian.PutUint32(magic[:], frameMagic)
 	for pos+frameHeaderSize <= r.size {
@@ -158,6 +159,10 @@ func (r *frameReader) frameAfter(pos int64) (bool, error) {
 			continue
 		}
 		cand := pos + int64(i)
+		if damaged != nil && !r.follows(cand, *damaged) {
+			pos = cand + 1
+			continue
+		}
 		_, bad, err := r.next(cand)
 		if err != nil {
 			return false, err
@@ -168,6 +173,25 @@ func (r *frameReader) frameAfter(pos int64) (bool, error) {
 		pos = cand + 1
 	}
 	return false, nil
+}
+
+// damagedFrame is where a damaged frame starts: its byte position and the log offset there.
+type damagedFrame struct{ pos, next int64 }
+
+// follows reports whether the bytes at cand may be the header of a frame written after the
+// damaged frame d: a header that does not decode may be one that got damaged too; an intact one
+// must start past d's first record, and not further than d's bytes up to cand, less its header,
+// can hold records (a length prefix each).
+func (r *frameReader) follows(cand int64, d damagedFrame) bool {
+	hb, err := r.window(cand, frameHeaderSize)
+	if err != nil {
+		return true
+	}
+	h, ok := decodeFrameHeader(hb)
+	if !ok {
+		return true
+	}
+	return h.base > d.next && h.base-d.next <= (cand-d.pos-frameHeaderSize)/recordPrefixSize
 }
 
 // records calls fn for every record of a verified payload holding count records, skipping

@@ -264,7 +264,7 @@ func (in *inspector) isRollRemnant(seg *segment) (bool, error) {
 		}
 		r := newFrameReader(f, seg.path, size, in.buf, in.opts.MaxRecordBytes)
 		defer func() { in.buf = r.buf }()
-		found, err := r.frameAfter(0)
+		found, err := r.frameAfter(0, nil)
 		if err != nil {
 			return err
 		}
@@ -316,12 +316,13 @@ func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool, cut
 			if bad != nil {
 				if allowTorn && bad.torn {
 					// A frame a writer completed after this one cannot start inside it, when
-					// its intact header says where it ends.
-					from := pos + 1
+					// its intact header says where it ends; when the header is damaged too, it
+					// must at least continue the offsets.
+					from, damaged := pos+1, &damagedFrame{pos: pos, next: next}
 					if bad.end > 0 {
-						from = bad.end
+						from, damaged = bad.end, nil
 					}
-					found, err := r.frameAfter(from)
+					found, err := r.frameAfter(from, damaged)
 					if err != nil {
 						return err
 					}

@@ -154,7 +154,9 @@ func TestInterruptedRoll(t *testing.T) {
 // carrying it is torn, those bytes must not count as a frame a writer completed after the damage:
 // the frame's intact header says where it ends, and the search for later frames starts there.
 // Torn both where the file ends inside the frame and where its payload is whole in length but
-// holds other bytes than were written (pages written out of order).
+// holds other bytes than were written (pages written out of order). When the torn frame's own
+// header is what was lost, the frame-like bytes do not continue the log's offsets, and do not
+// count either.
 func TestTornTailWithFrameInsideItsRecord(t *testing.T) {
 	var fake [frameHeaderSize]byte
 	frameHeader{count: 0, length: 0, base: 0, payloadCRC: crc(nil)}.encode(fake[:])
@@ -169,6 +171,17 @@ func TestTornTailWithFrameInsideItsRecord(t *testing.T) {
 	}{
 		{"cut after the frame-like bytes", func(b []byte) []byte { return b[:frameStart+frameHeaderSize+recordPrefixSize+200] }},
 		{"stale bytes after the frame-like bytes", func(b []byte) []byte {
+			for i := frameStart + frameHeaderSize + recordPrefixSize + 200; i < int64(len(b)); i++ {
+				b[i] = 0xaa
+			}
+			return b
+		}},
+		{"header lost, cut after the frame-like bytes", func(b []byte) []byte {
+			clear(b[frameStart : frameStart+frameHeaderSize])
+			return b[:frameStart+frameHeaderSize+recordPrefixSize+200]
+		}},
+		{"header lost, stale bytes after the frame-like bytes", func(b []byte) []byte {
+			clear(b[frameStart : frameStart+frameHeaderSize])
 			for i := frameStart + frameHeaderSize + recordPrefixSize + 200; i < int64(len(b)); i++ {
 				b[i] = 0xaa
 			}
