@@ -100,7 +100,8 @@ var healthServices = []string{"", pb.ShareCoordinatorService_ServiceDesc.Service
 // goroutine per call, whose stack then grows to what a call needs, copied at every step: 6 % of
 // the server's CPU at 64 writes in flight (docs/benchmarks.md, section 5). A call that finds
 // every worker busy gets a goroutine of its own, as without them. Idle workers keep their
-// stacks, a few KiB each.
+// stacks, a few KiB each. grpc-go marks the option experimental; the service tests, which check
+// for leaked goroutines, cover its start and stop.
 const streamWorkers = 256
 
 // NewServer builds the gRPC server: interceptors outermost first are Prometheus metrics, logging
