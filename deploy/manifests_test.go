@@ -138,6 +138,14 @@ func TestChecksCatchMistakes(t *testing.T) {
 			c := container(t, m)
 			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
 		}},
+		{"GOMEMLIMIT past what a byte count holds", checkResources, func(t *testing.T, m *manifests) {
+			c := container(t, m)
+			for i := range c.Env {
+				if c.Env[i].Name == "GOMEMLIMIT" {
+					c.Env[i].Value = "8388608TiB"
+				}
+			}
+		}},
 		{"GOMEMLIMIT at the memory limit", checkResources, func(t *testing.T, m *manifests) {
 			c := container(t, m)
 			for i := range c.Env {

@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"path"
 	"slices"
@@ -510,15 +511,15 @@ func parseGoMemLimit(v string) (int64, error) {
 		suffix string
 		mult   int64
 	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}}
-	mult := int64(1)
+	digits, mult := v, int64(1)
 	for _, u := range units {
 		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			v, mult = n, u.mult
+			digits, mult = n, u.mult
 			break
 		}
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("GOMEMLIMIT %q: want a byte count such as 900MiB (the runtime otherwise ignores the memory limit)", v)
 	}
 	return n * mult, nil

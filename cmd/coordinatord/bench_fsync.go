@@ -15,6 +15,9 @@ import (
 // default of `bench fsync --bytes` and the size `bench load --fsync-dir` uses.
 const fsyncProbeBytes = 256
 
+// maxProbeSamples bounds `bench fsync --samples`: at ~100 µs a sample, about 3 hours.
+const maxProbeSamples = 100_000_000
+
 // maxProbeFiles bounds `bench fsync --files` (the largest state.topic.num.partitions is 1000).
 const maxProbeFiles = 1000
 
@@ -33,8 +36,8 @@ func (f *fsyncFlags) validate() error {
 	if f.dir == "" {
 		errs = append(errs, errors.New("--dir: want the directory whose disk to measure (the server's --data-dir)"))
 	}
-	if f.samples < 1 {
-		errs = append(errs, fmt.Errorf("--samples %d: want at least 1", f.samples))
+	if f.samples < 1 || f.samples > maxProbeSamples {
+		errs = append(errs, fmt.Errorf("--samples %d: want 1 to %d", f.samples, maxProbeSamples))
 	}
 	if f.bytes < 1 || f.bytes > 64<<20 {
 		errs = append(errs, fmt.Errorf("--bytes %d: want 1 to %d", f.bytes, 64<<20))

@@ -86,6 +86,7 @@ func TestBadConfigurationExits2(t *testing.T) {
 		{"missing properties file", nil, []string{"--config", filepath.Join(t.TempDir(), "absent.properties")}, []string{"absent.properties"}},
 		{"unknown flag", nil, []string{"--no-such-flag"}, []string{"--no-such-flag"}},
 		{"bad log level", nil, []string{"--log-level", "loud"}, []string{"loud"}},
+		{"log level above error", nil, []string{"--log-level", "fatal"}, []string{"fatal", "debug, info, warn, error"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 // an error entry already says what failed, and a failing disk can produce thousands of them.
 func newLogger(w io.Writer, level string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
+	if err != nil || lvl > zapcore.ErrorLevel {
 		return nil, fmt.Errorf("--log-level %q: want one of debug, info, warn, error", level)
 	}
 	var enc zapcore.Encoder

@@ -72,8 +72,11 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 		// Log collectors parse every line of a JSON log: the error that ends the server is one
 		// of them, instead of a plain-text line.
 		defer func() {
-			if err != nil {
-				logger.Error("coordinatord stopped on an error", zap.Error(err))
+			if err == nil {
+				return
+			}
+			if ce := logger.Check(zap.ErrorLevel, "coordinatord stopped on an error"); ce != nil {
+				ce.Write(zap.Error(err))
 				err = loggedError{err}
 			}
 		}()
