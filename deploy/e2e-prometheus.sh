@@ -6,7 +6,8 @@
 #      "coordinatord" every 2 s and loading monitoring/alerts.yaml;
 #   3. runs a short load with `coordinatord bench load`;
 #   4. runs cmd/promcheck: every dashboard query must run, no dashboard query or alert expression
-#      may name a metric without series, and every alert must be loaded and evaluate cleanly;
+#      may name a metric without series, every alert must be loaded and evaluate cleanly, and
+#      every metric the server exports must be in promspec's list the offline checks use;
 #   5. stops coordinatord with SIGTERM and reports how it exited.
 # Only 127.0.0.1 is used. Ports: GRPC_PORT, METRICS_PORT, PROM_PORT (defaults 17070, 17071, 19090).
 # Usage: COORDINATORD_BIN=/path/to/coordinatord deploy/e2e-prometheus.sh   (from any directory)

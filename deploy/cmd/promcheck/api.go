@@ -95,6 +95,23 @@ func (a promAPI) get(ctx context.Context, path string, params url.Values) (json.
 	return r.Data, nil
 }
 
+// names returns the metric names of the series that match selector between start and end.
+func (a promAPI) names(ctx context.Context, selector string, start, end time.Time) ([]string, error) {
+	data, err := a.get(ctx, "/api/v1/label/__name__/values", url.Values{
+		"match[]": {selector},
+		"start":   {strconv.FormatInt(start.Unix(), 10)},
+		"end":     {strconv.FormatInt(end.Unix(), 10)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	if err := json.Unmarshal(data, &names); err != nil {
+		return nil, fmt.Errorf("decode metric names: %w", err)
+	}
+	return names, nil
+}
+
 // ruleState is one rule as Prometheus' /api/v1/rules reports it.
 type ruleState struct {
 	Name      string `json:"name"`

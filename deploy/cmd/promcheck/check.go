@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/coordinatord/coordinatord/deploy/internal/promspec"
@@ -22,6 +23,32 @@ type finding struct {
 	source  string
 	problem string
 	fatal   bool
+}
+
+// prometheusSeries are series Prometheus itself writes with the job's labels: those of every
+// scrape, and the state of firing alerts.
+var prometheusSeries = map[string]bool{
+	"scrape_duration_seconds": true, "scrape_samples_scraped": true, "scrape_samples_post_metric_relabeling": true,
+	"scrape_series_added": true, "ALERTS": true, "ALERTS_FOR_STATE": true,
+}
+
+// unknownNames returns the metric names of job's series that promspec does not know, sorted.
+func (c *checker) unknownNames(ctx context.Context, job string) ([]string, error) {
+	names, err := c.api.names(ctx, fmt.Sprintf("{job=%q}", job), c.start, c.end)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("job %q has no series: is it the server's scrape job?", job)
+	}
+	var unknown []string
+	for _, n := range names {
+		if !prometheusSeries[n] && !promspec.KnownSeriesName(n) {
+			unknown = append(unknown, n)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown, nil
 }
 
 // checker checks subjects against one Prometheus, looking each selector up once.

@@ -8,6 +8,8 @@
 // With -strict, selectors whose label matchers match no series and queries that return no data
 // fail too; without it they are reported as warnings. With -rule-health, every alert must also
 // be loaded by that Prometheus (as a rule file) and its last evaluation must have succeeded.
+// Every metric the scrape job (-job) exports must be one that promspec knows, so that its list,
+// against which dashboards and alerts are checked offline, cannot fall behind the server.
 package main
 
 import (
@@ -18,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/coordinatord/coordinatord/deploy/internal/promspec"
@@ -33,6 +36,7 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "time limit of the whole check")
 	flag.BoolVar(&cfg.strict, "strict", false, "also fail on selectors that match no series and queries that return no data")
 	flag.BoolVar(&cfg.ruleHealth, "rule-health", false, "also require every alert to be loaded by the Prometheus and to evaluate without error")
+	flag.StringVar(&cfg.job, "job", "coordinatord", "scrape job of the server, whose metrics must all be known to promspec")
 	flag.Parse()
 	failed, err := run(cfg, os.Stdout)
 	if err != nil {
@@ -45,9 +49,9 @@ func main() {
 }
 
 type config struct {
-	prometheus, dashboard, rules, interval string
-	lookback, timeout                      time.Duration
-	strict, ruleHealth                     bool
+	prometheus, dashboard, rules, interval, job string
+	lookback, timeout                           time.Duration
+	strict, ruleHealth                          bool
 }
 
 // run checks every subject and reports to w; failed says whether any subject failed.
@@ -109,6 +113,17 @@ func run(cfg config, w io.Writer) (failed bool, err error) {
 		}
 		passed++
 		fmt.Fprintf(w, "ok   %s\n", s.source)
+	}
+	unknown, err := c.unknownNames(ctx, cfg.job)
+	if err != nil {
+		return false, err
+	}
+	if len(unknown) > 0 {
+		failures++
+		fmt.Fprintf(w, "FAIL exported metrics of job %q: not in promspec.ExportedKind: %s\n", cfg.job, strings.Join(unknown, ", "))
+	} else {
+		passed++
+		fmt.Fprintf(w, "ok   exported metrics of job %q\n", cfg.job)
 	}
 	fmt.Fprintf(w, "promcheck: %d passed, %d failed\n", passed, failures)
 	return failures > 0, nil

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 
 // fakePrometheus answers /api/v1/series from a fixed set of series, /api/v1/query with one
 // sample when every selector of the query matches a series (none otherwise), and /api/v1/rules
-// with loaded. A query that contains "fail_me" gets an API error.
+// with loaded, and /api/v1/label/__name__/values with the names of the series. A query that
+// contains "fail_me" gets an API error.
 func fakePrometheus(t *testing.T, series []labels.Labels, loaded []ruleState) *httptest.Server {
 	t.Helper()
 	p := parser.NewParser(parser.Options{})
@@ -74,6 +76,24 @@ func fakePrometheus(t *testing.T, series []labels.Labels, loaded []ruleState) *h
 		}
 		reply(w, map[string]any{"resultType": "vector", "result": result})
 	})
+	mux.HandleFunc("/api/v1/label/__name__/values", func(w http.ResponseWriter, r *http.Request) {
+		ms, err := p.ParseMetricSelector(r.URL.Query().Get("match[]"))
+		if err != nil {
+			t.Errorf("bad names selector: %v", err)
+			return
+		}
+		var names []string
+		for _, s := range series {
+			ok := true
+			for _, m := range ms {
+				ok = ok && m.Matches(s.Get(m.Name))
+			}
+			if ok && !slices.Contains(names, s.Get("__name__")) {
+				names = append(names, s.Get("__name__"))
+			}
+		}
+		reply(w, names)
+	})
 	mux.HandleFunc("/api/v1/rules", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, map[string]any{"groups": []any{map[string]any{"name": "g", "rules": loaded}}})
 	})
@@ -93,19 +113,20 @@ func TestRun(t *testing.T) {
 		panelExprs []string
 		alertExpr  string
 		strict     bool
-		ruleHealth []ruleState // nil: -rule-health off
+		extra      []labels.Labels // series besides the common ones
+		ruleHealth []ruleState     // nil: -rule-health off
 		wantFailed bool
 		wantOutput []string
 	}{
 		{name: "all present",
 			panelExprs: []string{`sum(sharecoord_state_log_size_bytes{job=~"$job"})`},
 			alertExpr:  `up{job="coordinatord"} == 0`,
-			wantOutput: []string{"promcheck: 3 passed, 0 failed"}},
+			wantOutput: []string{"promcheck: 4 passed, 0 failed"}},
 		{name: "metric without series fails",
 			panelExprs: []string{`sum(sharecoord_share_partitions)`},
 			alertExpr:  `up == 0`,
 			wantFailed: true,
-			wantOutput: []string{"FAIL dashboard panel 1", "sharecoord_share_partitions has no series", "promcheck: 2 passed, 1 failed"}},
+			wantOutput: []string{"FAIL dashboard panel 1", "sharecoord_share_partitions has no series", "promcheck: 3 passed, 1 failed"}},
 		{name: "alert metric without series fails",
 			panelExprs: []string{`up`},
 			alertExpr:  `sharecoord_group_config_clamped > 0`,
@@ -114,34 +135,40 @@ func TestRun(t *testing.T) {
 		{name: "a metric exported only with TLS only warns",
 			panelExprs: []string{`up`},
 			alertExpr:  `sharecoord_tls_certificate_not_after_seconds - time() < 86400`,
-			wantOutput: []string{"WARN alert A: metric sharecoord_tls_certificate_not_after_seconds has no series (exported only with tls.enabled=true)", "promcheck: 3 passed, 0 failed"}},
+			wantOutput: []string{"WARN alert A: metric sharecoord_tls_certificate_not_after_seconds has no series (exported only with tls.enabled=true)", "promcheck: 4 passed, 0 failed"}},
 		{name: "unmatched label values only warn",
 			panelExprs: []string{`sum(rate(sharecoord_state_operations_total{code!="NONE"}[$__rate_interval]))`},
 			alertExpr:  `up == 0`,
-			wantOutput: []string{`WARN dashboard panel 1 "p" A: selector`, "returned no data", "promcheck: 3 passed, 0 failed"}},
+			wantOutput: []string{`WARN dashboard panel 1 "p" A: selector`, "returned no data", "promcheck: 4 passed, 0 failed"}},
 		{name: "unmatched label values fail when strict",
 			panelExprs: []string{`sum(rate(sharecoord_state_operations_total{code!="NONE"}[$__rate_interval]))`},
 			alertExpr:  `up == 0`,
 			strict:     true,
 			wantFailed: true,
-			wantOutput: []string{"promcheck: 2 passed, 1 failed"}},
+			wantOutput: []string{"promcheck: 3 passed, 1 failed"}},
 		{name: "healthy rule",
 			panelExprs: []string{`up`},
 			alertExpr:  `up == 0`,
 			ruleHealth: []ruleState{{Name: "A", Type: "alerting", Health: "ok"}},
-			wantOutput: []string{"ok   alert A", "promcheck: 3 passed, 0 failed"}},
+			wantOutput: []string{"ok   alert A", "promcheck: 4 passed, 0 failed"}},
 		{name: "rule failing to evaluate",
 			panelExprs: []string{`up`},
 			alertExpr:  `up == 0`,
 			ruleHealth: []ruleState{{Name: "A", Type: "alerting", Health: "err", LastError: "many-to-many matching not allowed"}},
 			wantFailed: true,
-			wantOutput: []string{"FAIL alert A: evaluation failed: many-to-many", "promcheck: 2 passed, 1 failed"}},
+			wantOutput: []string{"FAIL alert A: evaluation failed: many-to-many", "promcheck: 3 passed, 1 failed"}},
 		{name: "rule not loaded",
 			panelExprs: []string{`up`},
 			alertExpr:  `up == 0`,
 			ruleHealth: []ruleState{{Name: "B", Type: "alerting", Health: "ok"}},
 			wantFailed: true,
 			wantOutput: []string{"FAIL alert A: not loaded by Prometheus"}},
+		{name: "an exported metric promspec does not know fails",
+			panelExprs: []string{`up`},
+			alertExpr:  `up == 0`,
+			extra:      []labels.Labels{labels.FromStrings("__name__", "sharecoord_new_total", "job", "coordinatord")},
+			wantFailed: true,
+			wantOutput: []string{`FAIL exported metrics of job "coordinatord": not in promspec.ExportedKind: sharecoord_new_total`, "promcheck: 3 passed, 1 failed"}},
 		{name: "query error fails",
 			panelExprs: []string{`up + fail_me`},
 			alertExpr:  `up == 0`,
@@ -150,13 +177,14 @@ func TestRun(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := fakePrometheus(t, series, tt.ruleHealth)
+			srv := fakePrometheus(t, append(slices.Clone(series), tt.extra...), tt.ruleHealth)
 			dir := t.TempDir()
 			cfg := config{
 				prometheus: srv.URL,
 				dashboard:  writeDashboard(t, dir, tt.panelExprs),
 				rules:      writeRules(t, dir, tt.alertExpr),
 				interval:   "1m",
+				job:        "coordinatord",
 				lookback:   time.Hour,
 				timeout:    time.Minute,
 				strict:     tt.strict,

@@ -12,8 +12,9 @@ const (
 // ExportedKind returns the kind of the metric family that a coordinatord server exports under
 // family (its name as registered: a histogram without _bucket, _sum or _count), or "" if the
 // server exports no such family. The list is the server's own metrics (those the README's
-// Metrics section names), plus go-grpc-middleware's server metrics; the Go and process
-// collectors are accepted by their go_ and process_ prefixes.
+// Metrics section names), plus go-grpc-middleware's server metrics and the error counter of
+// client_golang's metrics handler; the Go and process collectors are accepted by their go_ and
+// process_ prefixes. promcheck fails when the live server exports a family missing here.
 func ExportedKind(family string) string {
 	switch family {
 	case "sharecoord_records_appended_total",
@@ -27,6 +28,7 @@ func ExportedKind(family string) string {
 		"sharecoord_state_log_corruptions_total",
 		"sharecoord_tls_reloads_total",
 		"sharecoord_shard_reloads_total",
+		"promhttp_metric_handler_errors_total",
 		"grpc_server_started_total",
 		"grpc_server_handled_total",
 		"grpc_server_msg_received_total",
