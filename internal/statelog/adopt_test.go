@@ -101,21 +101,27 @@ func TestOpenSyncsASegmentEntryAKilledProcessLeft(t *testing.T) {
 			f.Close()
 
 			// Process 2.
-			l := mustOpen(t, "/log", opts)
-			mustAppend(t, l, fixedBatch(2, 3, 40))
-			acked := l.EndOffset()
-			l.Close()
-
-			clone := mem.CrashClone(faultfs.CrashOptions{})
-			l3, err := Open(zaptest.NewLogger(t), "/log", Options{FS: clone})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l3.Close()
-			if l3.EndOffset() < acked {
-				t.Fatalf("acknowledged end %d, after the power cut the log silently ends at %d", acked, l3.EndOffset())
-			}
+			appendSurvivesPowerCut(t, mem, "/log", opts)
 		})
+	}
+}
+
+// appendSurvivesPowerCut opens the log in dir on mem, appends a batch and closes the log, then
+// cuts the power: the log must open again with the batch in it.
+func appendSurvivesPowerCut(t *testing.T, mem *faultfs.CrashFS, dir string, opts Options) {
+	t.Helper()
+	l := mustOpen(t, dir, opts)
+	mustAppend(t, l, fixedBatch(2, 3, 40))
+	acked := l.EndOffset()
+	l.Close()
+	opts.FS = mem.CrashClone(faultfs.CrashOptions{})
+	l2, err := Open(zaptest.NewLogger(t), dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if l2.EndOffset() < acked {
+		t.Fatalf("acknowledged end %d, after the power cut the log silently ends at %d", acked, l2.EndOffset())
 	}
 }
 
@@ -126,19 +132,7 @@ func TestOpenSyncsAncestorsAKilledProcessLeft(t *testing.T) {
 	if err := mem.MkdirAll("/a/b/c"); err != nil { // process 1: MkdirAll, killed before SyncDir
 		t.Fatal(err)
 	}
-	l := mustOpen(t, "/a/b/c", Options{FS: mem})
-	mustAppend(t, l, fixedBatch(2, 3, 40))
-	acked := l.EndOffset()
-	l.Close()
-	clone := mem.CrashClone(faultfs.CrashOptions{})
-	l3, err := Open(zaptest.NewLogger(t), "/a/b/c", Options{FS: clone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l3.Close()
-	if l3.EndOffset() < acked {
-		t.Fatalf("acknowledged end %d, after the power cut the log silently ends at %d", acked, l3.EndOffset())
-	}
+	appendSurvivesPowerCut(t, mem, "/a/b/c", Options{FS: mem})
 }
 
 // When Open cannot sync what it found, it cannot tell what is on disk: a retry would read the same
