@@ -511,12 +511,20 @@ func TestRestartAfterFailedGroupSyncDropsTheBatch(t *testing.T) {
 	_ = s.Close()
 	_ = g.Close()
 	// the process restarts
-	s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
-	if err := s2.WaitLoaded(ctx); err != nil {
+	restartServesOnlyTheInitialState(t, dataDir, "the write whose sync failed (never acknowledged, its pages' write-back failed)")
+}
+
+// restartServesOnlyTheInitialState opens a new shard on dataDir, as a restarted process does:
+// testKey must hold only its initial state, not the write named what.
+func restartServesOnlyTheInitialState(t *testing.T, dataDir, what string) {
+	t.Helper()
+	ctx := context.Background()
+	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
+	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 0 {
-		t.Fatalf("after restart: %+v; the write whose sync failed (never acknowledged, its pages' write-back failed) is served as durable state", got)
+	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 0 {
+		t.Fatalf("after restart: %+v; %s is served as durable state", got, what)
 	}
 }
 
@@ -548,13 +556,7 @@ func TestRestartWhileReloadFailsDropsTheBatch(t *testing.T) {
 	}
 	waitState(t, s, Failed)
 	// kill -9 and restart: a new process opens the directory (the failed shard holds no lock).
-	s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
-	if err := s2.WaitLoaded(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 0 {
-		t.Fatalf("after restart: %+v; the write whose fdatasync failed is served as durable state", got)
-	}
+	restartServesOnlyTheInitialState(t, dataDir, "the write whose fdatasync failed")
 }
 
 // A load whose sync of what it found fails is not retried: the retry would find the same bytes in
