@@ -23,12 +23,8 @@ const maxProbeFiles = 1000
 
 // fsyncFlags are the flags of `bench fsync`.
 type fsyncFlags struct {
-	dir         string
-	samples     int
-	bytes       int
-	idle        time.Duration
-	files       int
-	preallocate bool
+	dir   string
+	probe diskprobe.SyncProbe
 }
 
 func (f *fsyncFlags) validate() error {
@@ -36,19 +32,20 @@ func (f *fsyncFlags) validate() error {
 	if f.dir == "" {
 		errs = append(errs, errors.New("--dir: want the directory whose disk to measure (the server's --data-dir)"))
 	}
-	if f.samples < 1 || f.samples > maxProbeSamples {
-		errs = append(errs, fmt.Errorf("--samples %d: want 1 to %d", f.samples, maxProbeSamples))
+	p := f.probe
+	if p.Samples < 1 || p.Samples > maxProbeSamples {
+		errs = append(errs, fmt.Errorf("--samples %d: want 1 to %d", p.Samples, maxProbeSamples))
 	}
-	if f.bytes < 1 || f.bytes > 64<<20 {
-		errs = append(errs, fmt.Errorf("--bytes %d: want 1 to %d", f.bytes, 64<<20))
+	if p.Bytes < 1 || p.Bytes > 64<<20 {
+		errs = append(errs, fmt.Errorf("--bytes %d: want 1 to %d", p.Bytes, 64<<20))
 	}
-	if f.idle < 0 || f.idle > time.Second {
-		errs = append(errs, fmt.Errorf("--idle %v: want 0 to 1s", f.idle))
+	if p.Idle < 0 || p.Idle > time.Second {
+		errs = append(errs, fmt.Errorf("--idle %v: want 0 to 1s", p.Idle))
 	}
-	if f.files < 1 || f.files > maxProbeFiles {
-		errs = append(errs, fmt.Errorf("--files %d: want 1 to %d", f.files, maxProbeFiles))
+	if p.Files < 1 || p.Files > maxProbeFiles {
+		errs = append(errs, fmt.Errorf("--files %d: want 1 to %d", p.Files, maxProbeFiles))
 	}
-	if f.preallocate && int64(f.bytes)*int64((f.samples+f.files-1)/max(f.files, 1)) > 1<<30 {
+	if p.Preallocate && int64(p.Bytes)*int64((p.Samples+p.Files-1)/max(p.Files, 1)) > 1<<30 {
 		errs = append(errs, fmt.Errorf("--preallocate: --bytes × --samples ÷ --files exceeds 1 GiB per file"))
 	}
 	return errors.Join(errs...)
@@ -71,8 +68,7 @@ func newBenchFsyncCommand(e env) *cobra.Command {
 			if err := f.validate(); err != nil {
 				return badConfig(err)
 			}
-			res, err := diskprobe.SyncLatency(f.dir, diskprobe.SyncProbe{Samples: f.samples, Bytes: f.bytes, Idle: f.idle,
-				Files: f.files, Preallocate: f.preallocate})
+			res, err := diskprobe.SyncLatency(f.dir, f.probe)
 			if err != nil {
 				return err
 			}
@@ -82,11 +78,11 @@ func newBenchFsyncCommand(e env) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", "", "directory on the disk to measure (e.g. the server's --data-dir)")
-	fs.IntVar(&f.samples, "samples", 2000, "number of append+fdatasync pairs")
-	fs.IntVar(&f.bytes, "bytes", fsyncProbeBytes, "bytes appended before each fdatasync (about one write's frame)")
-	fs.DurationVar(&f.idle, "idle", 0, "sleep before each sample (0: back to back)")
-	fs.IntVar(&f.files, "files", 1, "files the samples go to in turn (a server writes to one log per state partition)")
-	fs.BoolVar(&f.preallocate, "preallocate", false, "allocate each file's blocks first, so that the samples write inside it (Linux)")
+	fs.IntVar(&f.probe.Samples, "samples", 2000, "number of append+fdatasync pairs")
+	fs.IntVar(&f.probe.Bytes, "bytes", fsyncProbeBytes, "bytes appended before each fdatasync (about one write's frame)")
+	fs.DurationVar(&f.probe.Idle, "idle", 0, "sleep before each sample (0: back to back)")
+	fs.IntVar(&f.probe.Files, "files", 1, "files the samples go to in turn (a server writes to one log per state partition)")
+	fs.BoolVar(&f.probe.Preallocate, "preallocate", false, "allocate each file's blocks first, so that the samples write inside it (Linux)")
 	return cmd
 }
 
