@@ -23,13 +23,27 @@ func invalid(msg string) Result { return Result{Code: ErrInvalidRequest, Message
 
 func withDefault(c ErrorCode) Result { return Result{Code: c, Message: c.DefaultMessage()} }
 
-// generationFailed is the result of an operation on k whose record could not be produced (a
+// opVerb is the verb Kafka's ShareCoordinatorService puts in the message of a failed operation:
+// "Unable to <verb> share group state: <cause>".
+type opVerb string
+
+// The verbs of the operations that produce records.
+const (
+	verbInitialize opVerb = "initialize"
+	verbRead       opVerb = "read"
+	verbWrite      opVerb = "write"
+	verbDelete     opVerb = "delete"
+)
+
+// generationFailed is the result of operation verb on k whose record could not be produced (a
 // record over the log's record limit); Kafka fails such an operation with UNKNOWN_SERVER_ERROR
-// (MESSAGE_TOO_LARGE inside its coordinator runtime). It is logged: the key cannot take another
-// snapshot until its state shrinks or it is deleted.
-func (m *machine) generationFailed(k Key, err error) Result {
-	m.logger.Warn("cannot write the state record of a share partition; the operation is refused", zap.Stringer("key", k), zap.Error(err))
-	return Result{Code: ErrUnknownServerError, Message: "Unable to write share group state: " + err.Error()}
+// (MESSAGE_TOO_LARGE inside its coordinator runtime) and the message its service gives that RPC's
+// failures. It is logged: the key cannot take another snapshot until its state shrinks or it is
+// deleted.
+func (m *machine) generationFailed(k Key, verb opVerb, err error) Result {
+	m.logger.Warn("cannot write the state record of a share partition; the operation is refused",
+		zap.Stringer("key", k), zap.String("operation", string(verb)), zap.Error(err))
+	return Result{Code: ErrUnknownServerError, Message: "Unable to " + string(verb) + " share group state: " + err.Error()}
 }
 
 const msgNegativeStartOffset = "The start offset cannot be less than -1."
@@ -110,7 +124,7 @@ func (m *machine) write(r *WriteRequest, p *pending) Result {
 		return withDefault(ErrFencedStateEpoch)
 	}
 	if err := m.writeShareState(p, e, r, false); err != nil {
-		return m.generationFailed(r.Key, err)
+		return m.generationFailed(r.Key, verbWrite, err)
 	}
 	return Result{}
 }
@@ -141,7 +155,7 @@ func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
 		StartOffset: e.startOffset, DeliveryCompleteCount: e.dcc,
 	}
 	if err := m.writeShareState(p, e, &claim, true); err != nil {
-		return ReadResult{Result: m.generationFailed(r.Key, err)}
+		return ReadResult{Result: m.generationFailed(r.Key, verbRead, err)}
 	}
 	return res
 }
@@ -243,7 +257,7 @@ func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
 		StartOffset: r.StartOffset, CreateTimestamp: now, WriteTimestamp: now, DeliveryCompleteCount: dcc,
 	}
 	if err := m.writeSnapshot(p, mk, e, &v); err != nil {
-		return m.generationFailed(r.Key, err)
+		return m.generationFailed(r.Key, verbInitialize, err)
 	}
 	return Result{}
 }
@@ -259,7 +273,7 @@ func (m *machine) delete(r *DeleteRequest, p *pending) Result {
 		return Result{}
 	}
 	if err := m.writeTombstone(p, e); err != nil {
-		return m.generationFailed(r.Key, err)
+		return m.generationFailed(r.Key, verbDelete, err)
 	}
 	return Result{}
 }

@@ -828,6 +828,60 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 }
 
+// TestRecordTooLargeNamesTheOperation: the message of an operation refused because its record is
+// over the record limit starts as Kafka's ShareCoordinatorService words it for that RPC ("Unable
+// to read share group state: " for a Read whose leader-epoch claim is the oversized record, and so
+// on), not always with the Write's words.
+func TestRecordTooLargeNamesTheOperation(t *testing.T) {
+	long := Key{GroupID: strings.Repeat("g", 300), TopicID: testTopic, Partition: 0}
+	tests := []struct {
+		name string
+		// setup runs with a record limit of 1024 bytes, then the limit drops to 256.
+		setup func(t *testing.T, h *harness)
+		op    func(h *harness) Result
+		want  string
+	}{
+		{"initialize", nil,
+			func(h *harness) Result {
+				return h.initialize(InitializeRequest{Key: long, StateEpoch: 1, StartOffset: 0})
+			},
+			"Unable to initialize share group state: "},
+		{"read claiming a leader epoch with a snapshot", func(t *testing.T, h *harness) {
+			mustOK(t, h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}))
+			var many []StateBatch
+			for i := int64(0); i < 40; i += 2 {
+				many = append(many, sb(i, i, 0, 1))
+			}
+			mustOK(t, h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: many}))
+		}, func(h *harness) Result { return h.read(testKey, 3).Result }, "Unable to read share group state: "},
+		{"delete", func(t *testing.T, h *harness) {
+			mustOK(t, h.initialize(InitializeRequest{Key: long, StateEpoch: 1, StartOffset: 0}))
+		}, func(h *harness) Result { return h.delete(long) }, "Unable to delete share group state: "},
+		{"write", func(t *testing.T, h *harness) {
+			mustOK(t, h.initialize(InitializeRequest{Key: long, StateEpoch: 1, StartOffset: 0}))
+		}, func(h *harness) Result {
+			return h.write(WriteRequest{Key: long, StateEpoch: 1, StartOffset: 0})
+		}, "Unable to write share group state: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, 1) // the second record after a snapshot is a snapshot
+			h.m = newMachine(zap.NewNop(), h.limits, h.clock.Now, 10*time.Second, 1024)
+			if tt.setup != nil {
+				tt.setup(t, h)
+			}
+			h.records()
+			h.m.maxRecord = 256
+			res := tt.op(h)
+			if res.Code != ErrUnknownServerError || !strings.HasPrefix(res.Message, tt.want) ||
+				!strings.Contains(res.Message, "exceeds the maximum record size of 256 bytes") {
+				t.Fatalf("got %+v, want UNKNOWN_SERVER_ERROR with a message starting %q", res, tt.want)
+			}
+			h.noRecord()
+		})
+	}
+}
+
 // TestStateGrowthStopsAtRecordLimit: between snapshots, a share partition's state grows only until
 // a snapshot of it would exceed the record limit; a write that would grow it further is refused
 // (UNKNOWN_SERVER_ERROR, logged, nothing changed), also when it advances the start offset without
