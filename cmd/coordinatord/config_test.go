@@ -123,6 +123,8 @@ func TestBadAddressesTouchNothing(t *testing.T) {
 		{[]string{"--advertised-listen", "myhost:0"}, `port "0" is not a port number`},
 		{[]string{"--listen", "127.0.0.1:notaport"}, "--listen 127.0.0.1:notaport"},
 		{[]string{"--metrics-listen", "127.0.0.1:notaport"}, "--metrics-listen 127.0.0.1:notaport"},
+		{[]string{"--listen", ""}, `--listen "": want HOST:PORT`},
+		{[]string{"--metrics-listen", ""}, `--metrics-listen "": want HOST:PORT`},
 	} {
 		t.Run(strings.Join(tc.args, "="), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")

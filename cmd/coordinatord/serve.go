@@ -92,7 +92,13 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	if f.dataDir == "" {
 		return badConfig(errors.New("--data-dir: want a directory for the state logs and the config store"))
 	}
-	// The addresses are checked, and the ports taken, before anything is created on disk.
+	// The addresses are checked, and the ports taken, before anything is created on disk. An empty
+	// address would make net.Listen pick a random port on every interface.
+	for _, a := range []struct{ flag, addr string }{{"--listen", f.listen}, {"--metrics-listen", f.metricsListen}} {
+		if a.addr == "" {
+			return badConfig(fmt.Errorf("%s \"\": want HOST:PORT (an empty address would listen on a random port of every interface)", a.flag))
+		}
+	}
 	grpcLis, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return badConfig(fmt.Errorf("--listen %s: %w", f.listen, err))
