@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"unicode"
@@ -232,17 +233,31 @@ func isServiceLink(name string) bool {
 		rest == "PORT" || strings.HasPrefix(rest, "PORT_")
 }
 
+// maxPropertiesBytes bounds what loadProperties reads: a properties file of broker configs holds a
+// few dozen keys, and a path that names a device (/dev/zero) or a huge file by mistake must fail
+// start-up, not fill the memory.
+const maxPropertiesBytes = 1 << 20
+
 // loadProperties reads a Java properties file, without ${} expansion: as UTF-8, or, when it is
 // not valid UTF-8, as ISO-8859-1 (Latin-1), the encoding of Java's Properties.load and so of
 // Kafka's own files (Java's PropertyResourceBundle falls back the same way). A file holding a NUL
-// byte is refused as not being text, and a parse error shows no byte that is not printable text.
+// byte is refused as not being text, one larger than maxPropertiesBytes as too large, and a parse
+// error shows no byte that is not printable text.
 func loadProperties(path string) (*properties.Properties, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, maxPropertiesBytes+1))
 	if err != nil {
 		return nil, err
 	}
 	if i := bytes.IndexByte(data, 0); i >= 0 {
 		return nil, fmt.Errorf("it is not a text file (a NUL byte at byte %d)", i)
+	}
+	if len(data) > maxPropertiesBytes {
+		return nil, fmt.Errorf("it is larger than %d bytes, too large for a properties file of broker configs", maxPropertiesBytes)
 	}
 	enc := properties.UTF8
 	if !utf8.Valid(data) {

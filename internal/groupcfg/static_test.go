@@ -152,6 +152,8 @@ func TestStaticInputProblems(t *testing.T) {
 	}{
 		{"missing file", Sources{File: "/no/such/file.properties"}, []string{"cannot read config file /no/such/file.properties"}},
 		{"binary file", Sources{File: "WRITE:a=1\n\x7fELF\x00\x01"}, []string{"it is not a text file (a NUL byte at byte 8)"}},
+		{"file too large", Sources{File: "WRITE:" + strings.Repeat("#\n", 1<<19+1)},
+			[]string{"it is larger than 1048576 bytes, too large for a properties file of broker configs"}},
 		{"Latin-1 comment", Sources{File: "WRITE:# caf\xe9\nshare.coordinator.write.timeout.ms=7000"}, nil},
 		{"parse error quotes no raw bytes", Sources{File: "WRITE:a=\\u12\xff\x01"}, []string{"cannot read config file"}},
 		{"unknown key in file", Sources{File: "WRITE:share.coordinator.nope=1"}, []string{"unknown config share.coordinator.nope"}},
