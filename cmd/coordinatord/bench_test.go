@@ -36,6 +36,15 @@ func TestBenchFlagValidation(t *testing.T) {
 		{"unknown cold mode", []string{"bench", "snapshot-tradeoff", "--out", out, "--cold-snapshots", "maybe"}, []string{"--cold-snapshots \"maybe\""}},
 		{"writes and duration", []string{"bench", "snapshot-tradeoff", "--out", out, "--writes", "10", "--duration", "1s"}, []string{"not both"}},
 		{"bad growth SLO", []string{"bench", "snapshot-tradeoff", "--out", out, "--max-log-growth", "lots"}, []string{"--max-log-growth"}},
+		{"growth SLO not a number", []string{"bench", "snapshot-tradeoff", "--out", out, "--max-log-growth", "NaN"}, []string{"--max-log-growth", "not a byte count"}},
+		{"infinite growth SLO", []string{"bench", "snapshot-tradeoff", "--out", out, "--max-log-growth", "Inf"}, []string{"--max-log-growth", "not a byte count"}},
+		{"SLO write rate not a number", []string{"bench", "snapshot-tradeoff", "--out", out, "--slo-write-rate", "NaN"}, []string{"--slo-write-rate NaN"}},
+		{"rate not a number", []string{"bench", "snapshot-tradeoff", "--out", out, "--rate", "NaN"}, []string{"rate NaN"}},
+		{"infinite rate", []string{"bench", "snapshot-tradeoff", "--out", out, "--rate", "+Inf"}, []string{"rate +Inf"}},
+		{"segment size past int64", []string{"bench", "snapshot-tradeoff", "--out", out, "--segment-bytes", "1e30"}, []string{"--segment-bytes 1e30: want at most"}},
+		{"no share partitions", []string{"bench", "snapshot-tradeoff", "--out", out, "--share-partitions", "0"}, []string{"share partitions 0"}},
+		{"negative share partitions", []string{"bench", "snapshot-tradeoff", "--out", out, "--share-partitions", "-3"}, []string{"share partitions -3"}},
+		{"negative max replay", []string{"bench", "snapshot-tradeoff", "--out", out, "--max-replay", "-1s"}, []string{"--max-replay -1s"}},
 		{"negative SLO write rate", []string{"bench", "snapshot-tradeoff", "--out", out, "--slo-write-rate", "-1"}, []string{"--slo-write-rate -1"}},
 		{"bad segment size", []string{"bench", "snapshot-tradeoff", "--out", out, "--segment-bytes", "12"}, []string{"segment bytes 12"}},
 		{"batches per write past the window", []string{"bench", "snapshot-tradeoff", "--out", out, "--state-batches", "2", "--batches-per-write", "3"}, []string{"batches per write 3"}},
@@ -75,7 +84,7 @@ func TestParseBytes(t *testing.T) {
 		ok   bool
 	}{
 		{"512", 512, true}, {"8MiB", 8 << 20, true}, {"1.5 GiB", 1.5 * (1 << 30), true}, {"4KB", 4000, true},
-		{"2 MB", 2e6, true}, {"10B", 10, true}, {"", 0, false}, {"-1", 0, false}, {"MiB", 0, false}, {"3 parsecs", 0, false},
+		{"2 MB", 2e6, true}, {"10B", 10, true}, {"NaN", 0, false}, {"Inf MiB", 0, false}, {"", 0, false}, {"-1", 0, false}, {"MiB", 0, false}, {"3 parsecs", 0, false},
 	}
 	for _, tc := range tests {
 		got, err := parseBytes(tc.in)
@@ -117,6 +126,17 @@ func TestBenchSnapshotTradeoffSmoke(t *testing.T) {
 	}
 	if _, stderr, code := runBench(t, "bench", "snapshot-tradeoff", "--out", again, "--from-csv", filepath.Join(out, tradeoffMarkdown)); code != exitBadConfig {
 		t.Fatalf("--from-csv of a non-CSV file: exit status %d, want %d; stderr:\n%s", code, exitBadConfig, stderr)
+	}
+	csvData, err := os.ReadFile(filepath.Join(out, tradeoffCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	headerOnly := filepath.Join(t.TempDir(), "header.csv")
+	if err := os.WriteFile(headerOnly, csvData[:strings.IndexByte(string(csvData), '\n')+1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runBench(t, "bench", "snapshot-tradeoff", "--out", again, "--from-csv", headerOnly); code != exitBadConfig || !strings.Contains(stderr, "no run") {
+		t.Fatalf("--from-csv of a CSV without runs: exit status %d, want %d; stderr:\n%s", code, exitBadConfig, stderr)
 	}
 }
 

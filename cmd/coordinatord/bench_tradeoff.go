@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,12 +50,16 @@ func (f *tradeoffFlags) config() (tradeoff.Config, tradeoff.SLO, error) {
 		errs = append(errs, fmt.Errorf("--cold-snapshots %q: want off, on or both", f.cold))
 	}
 	seg, err := parseBytes(f.segment)
-	if err != nil {
+	switch {
+	case err != nil:
 		errs = append(errs, fmt.Errorf("--segment-bytes: %w", err))
+	case seg >= math.MaxInt64:
+		errs = append(errs, fmt.Errorf("--segment-bytes %s: want at most %d bytes", f.segment, int64(math.MaxInt64)))
+	default:
+		cfg.SegmentBytes = int64(seg)
 	}
-	cfg.SegmentBytes = int64(seg)
 	slo := tradeoff.SLO{MaxReplaySeconds: f.maxReplay.Seconds(), WriteRate: f.sloRate}
-	if f.sloRate < 0 {
+	if !(f.sloRate >= 0) || math.IsInf(f.sloRate, 1) {
 		errs = append(errs, fmt.Errorf("--slo-write-rate %v: want 0 or more", f.sloRate))
 	}
 	if f.maxReplay < 0 {
@@ -243,7 +248,7 @@ func parseBytes(s string) (float64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 {
+	if err != nil || !(v >= 0) || math.IsInf(v, 1) {
 		return 0, fmt.Errorf("%q is not a byte count: want a number with an optional unit B, KiB, MiB, GiB, KB, MB or GB", s)
 	}
 	return v * mult, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"time"
 
@@ -76,7 +77,7 @@ func (c Config) Validate() error {
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency %d: want at least 1", c.Concurrency))
 	}
-	if c.Rate < 0 {
+	if !(c.Rate >= 0) || math.IsInf(c.Rate, 1) {
 		errs = append(errs, fmt.Errorf("rate %v: want 0 (as fast as possible) or more", c.Rate))
 	}
 	if c.Writes < 0 {

@@ -25,7 +25,7 @@
 //     logical write (one WriteShareGroupState of one share partition).
 //   - Write amplification: snapshot bytes ÷ update bytes (records alone) appended during the
 //     measurement.
-//   - Retained log: the log after pruning at the end of the measurement (the log-start offset
+//   - Retained log: the log after pruning at the end of the run, after the observation tail (the log-start offset
 //     moved to the shard's last redundant offset, as the prune job does): its bytes on disk and
 //     records.
 //   - Failover replay time: the shard is closed, the log pruned as above, and a new shard opened

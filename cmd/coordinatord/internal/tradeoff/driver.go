@@ -18,15 +18,16 @@ import (
 // goroutine makes it, so that every share partition is written as often as the others whatever
 // the number of goroutines; a share partition's lock keeps two of its writes from running at once.
 type driver struct {
-	s       *shard.Shard
-	parts   []*workload.Partition // hot share partitions
-	idle    []*workload.Partition // share partitions written once
-	workers int
-	locks   []sync.Mutex // one per hot share partition, held while it is written
+	s        *shard.Shard
+	parts    []*workload.Partition // hot share partitions
+	idle     []*workload.Partition // share partitions written once
+	workers  int
+	perWrite int          // state batches per write
+	locks    []sync.Mutex // one per hot share partition, held while it is written
 }
 
 func newDriver(s *shard.Shard, cfg Config) *driver {
-	d := &driver{s: s, workers: min(cfg.Concurrency, cfg.Shape.SharePartitions)}
+	d := &driver{s: s, workers: min(cfg.Concurrency, cfg.Shape.SharePartitions), perWrite: cfg.Shape.BatchesPerWrite}
 	for i := 0; i < cfg.Shape.SharePartitions; i++ {
 		d.parts = append(d.parts, cfg.Shape.NewPartition(i))
 	}
@@ -35,6 +36,16 @@ func newDriver(s *shard.Shard, cfg Config) *driver {
 		d.idle = append(d.idle, cfg.Shape.NewPartition(cfg.Shape.SharePartitions+i))
 	}
 	return d
+}
+
+// writes returns the writes made so far to the hot and idle share partitions (not the records
+// the shard wrote by itself, such as cold-partition snapshots).
+func (d *driver) writes() int64 {
+	var batches int64
+	for _, p := range append(append([]*workload.Partition(nil), d.parts...), d.idle...) {
+		batches += p.Batches()
+	}
+	return batches / int64(d.perWrite)
 }
 
 // parallel runs fn(w) for every worker and returns the first error.

@@ -3,6 +3,7 @@ package tradeoff
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,8 +38,8 @@ func curves(rows []Row, y func(Row) float64) []series {
 	for _, cold := range []bool{false, true} {
 		s := series{cold: cold}
 		for _, r := range rows {
-			if r.Cold == cold && r.Limit > 0 {
-				s.xys = append(s.xys, plotter.XY{X: float64(r.Limit), Y: y(r)})
+			if v := y(r); r.Cold == cold && r.Limit > 0 && !math.IsNaN(v) {
+				s.xys = append(s.xys, plotter.XY{X: float64(r.Limit), Y: v})
 			}
 		}
 		if len(s.xys) > 0 {
@@ -53,7 +54,8 @@ func curves(rows []Row, y func(Row) float64) []series {
 // machine wrote), and p99 pruning lag (seconds). The replay SLO is drawn as a dashed line, and so
 // is the growth SLO when a write rate judges it (slo.WriteRate, else the study's paced rate),
 // converted to bytes per write at that rate. Runs with limit 0 cannot be placed on a log scale and
-// are left out.
+// are left out, and so are, from the lag plot, runs with pinned records: their p99 is not measured
+// (the Markdown table gives how long they waited). A plot with no point left is written empty.
 func WritePlots(dir string, rows []Row, slo SLO, rate float64, subtitle string) error {
 	if slo.WriteRate > 0 {
 		rate = slo.WriteRate
@@ -69,10 +71,14 @@ func WritePlots(dir string, rows []Row, slo SLO, rate float64, subtitle string) 
 	}{
 		{ReplayPlot, "Failover replay time vs snapshot limit", "replay time (s)", func(r Row) float64 { return r.ReplaySeconds }, slo.MaxReplaySeconds, true},
 		{GrowthPlot, "Log growth per write vs snapshot limit", "bytes appended per logical write", Row.GrowthBytesPerWrite, div(slo.MaxGrowthPerSecond, rate), false},
-		{LagPlot, "Pruning lag (p99) vs snapshot limit", "superseded → deletable, p99 (s)", func(r Row) float64 { return r.Lag.SecondsP99 }, 0, true},
+		{LagPlot, "Pruning lag (p99) vs snapshot limit", "superseded → deletable, p99 (s)", lagP99, 0, true},
 	}
 	for _, sp := range specs {
-		if err := writePlot(filepath.Join(dir, sp.file), sp.title+"\n"+subtitle, sp.ylabel, curves(rows, sp.y), sp.slo, sp.legendTop); err != nil {
+		title := sp.title + "\n" + subtitle
+		if sp.file == LagPlot && slices.ContainsFunc(rows, func(r Row) bool { return r.Limit > 0 && r.Lag.Pinned > 0 }) {
+			title += "\n(runs with pinned records left out: see the table)"
+		}
+		if err := writePlot(filepath.Join(dir, sp.file), title, sp.ylabel, curves(rows, sp.y), sp.slo, sp.legendTop); err != nil {
 			return fmt.Errorf("plot %s: %w", sp.file, err)
 		}
 	}
@@ -84,7 +90,9 @@ func writePlot(path, title, ylabel string, ss []series, slo float64, legendTop b
 	p.Title.Text = title
 	p.X.Label.Text = "share.snapshot.update.records.per.snapshot (log scale)"
 	p.Y.Label.Text = ylabel
-	p.X.Scale = plot.LogScale{}
+	if len(ss) > 0 {
+		p.X.Scale = plot.LogScale{} // it panics on an axis without a positive value
+	}
 	p.Y.Min = 0
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = legendTop
@@ -136,4 +144,13 @@ func limitTicks(ss []series) plot.ConstantTicks {
 		ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', -1, 64)})
 	}
 	return ticks
+}
+
+// lagP99 is the p99 pruning lag of r, NaN (not plotted) when some of its records stayed pinned:
+// the p99 of the deletable ones alone understates it, down to 0 when every record stayed pinned.
+func lagP99(r Row) float64 {
+	if r.Lag.Pinned > 0 {
+		return math.NaN()
+	}
+	return r.Lag.SecondsP99
 }

@@ -29,7 +29,9 @@ func WriteCSV(w io.Writer, rows []Row) error {
 		return err
 	}
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	// The shortest representation that reads back exactly: the CSV carries every digit the
+	// Markdown tables print (lag offsets run to millions), so that --from-csv reports the same.
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	for _, r := range rows {
 		l := r.Lag
 		rec := []string{
@@ -71,9 +73,15 @@ func WriteMarkdown(w io.Writer, rows []Row) error {
 		if l.Pinned > 0 {
 			pinnedFor = "≥ " + Seconds(l.PinnedSecondsMax)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %d | %s | %.0f | %.0f | %.0f | %s | %s | %s | %s |\n",
+		// The quantiles are over the records whose segment became deletable: with none, there is
+		// no lag to print (not a lag of 0).
+		offs, secs := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }, Seconds
+		if l.Superseded == l.Pinned {
+			offs, secs = func(float64) string { return "–" }, func(float64) string { return "–" }
+		}
+		fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Limit, Mode(r.Cold), l.Superseded, percent(l.Pinned, l.Superseded),
-			l.OffsetsP50, l.OffsetsP99, l.OffsetsMax, Seconds(l.SecondsP50), Seconds(l.SecondsP99), Seconds(l.SecondsMax), pinnedFor)
+			offs(l.OffsetsP50), offs(l.OffsetsP99), offs(l.OffsetsMax), secs(l.SecondsP50), secs(l.SecondsP99), secs(l.SecondsMax), pinnedFor)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -128,6 +136,9 @@ func ReadCSV(r io.Reader) ([]Row, error) {
 	col := map[string]int{}
 	for i, name := range csvHeader {
 		col[name] = i
+	}
+	if len(recs) == 1 {
+		return nil, errors.New("read CSV: no run after the header")
 	}
 	var rows []Row
 	for n, rec := range recs[1:] {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +35,7 @@ type Row struct {
 	UpdateRecords, SnapshotRecords int64
 	UpdateBytes, SnapshotBytes     int64
 
-	RetainedBytes   int64 // log after pruning at the end of the measurement
+	RetainedBytes   int64 // log after pruning at the end of the run (after the observation tail)
 	RetainedRecords int64
 	ReplaySeconds   float64 // reopen → ACTIVE on the retained log
 	ReplayedKeys    int64
@@ -59,8 +60,12 @@ func (r Row) GrowthBytesPerSecond() float64 { return div(float64(r.AppendedBytes
 // GrowthBytesPerWrite is the log growth per logical write.
 func (r Row) GrowthBytesPerWrite() float64 { return div(float64(r.AppendedBytes()), float64(r.Writes)) }
 
-// WriteAmplification is snapshot bytes ÷ update bytes.
+// WriteAmplification is snapshot bytes ÷ update bytes: +Inf when only snapshots were written
+// (limit 0), 0 when nothing was.
 func (r Row) WriteAmplification() float64 {
+	if r.UpdateBytes == 0 && r.SnapshotBytes > 0 {
+		return math.Inf(1)
+	}
 	return div(float64(r.SnapshotBytes), float64(r.UpdateBytes))
 }
 
@@ -160,7 +165,7 @@ func runOne(ctx context.Context, logger *zap.Logger, cfg Config, limit int, cold
 		return row, err
 	}
 	before := s.Stats()
-	row.WarmupWrites = before.Records.Updates + before.Records.Snapshots - int64(len(d.parts)+len(d.idle))
+	row.WarmupWrites = d.writes() // not the cold-partition snapshots taken meanwhile
 	cfg.progress(limit, cold, "warm-up: %d writes in %.1fs", row.WarmupWrites, time.Since(began).Seconds())
 
 	endOffset := func() int64 { return s.Stats().LogEndOffset }

@@ -78,6 +78,9 @@ func (s SLO) WriteVerdict(w io.Writer, rows []Row) error {
 		}
 		if limit, ok := s.Ceiling(rows, cold); ok {
 			fmt.Fprintf(&b, "\nlargest limit meeting both (cold snapshots %s): %d\n", Mode(cold), limit)
+			if limit == largestLimit(rows, cold) {
+				fmt.Fprintf(&b, "(the largest limit studied: the ceiling may be higher; study larger limits to find it)\n")
+			}
 		} else {
 			fmt.Fprintf(&b, "\nno measured limit meets both (cold snapshots %s)\n", Mode(cold))
 		}
@@ -91,4 +94,15 @@ func orUnset(v float64, f func(float64) string) string {
 		return "(not set)"
 	}
 	return f(v)
+}
+
+// largestLimit is the largest limit of the rows of one cold mode.
+func largestLimit(rows []Row, cold bool) int {
+	l := 0
+	for _, r := range rows {
+		if r.Cold == cold {
+			l = max(l, r.Limit)
+		}
+	}
+	return l
 }

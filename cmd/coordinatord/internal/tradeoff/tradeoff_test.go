@@ -332,6 +332,15 @@ func TestRunSmoke(t *testing.T) {
 		if want := cfg.measuredWrites(r.Limit); r.Writes != want {
 			t.Errorf("limit %d: measured %d writes, want %d", r.Limit, r.Writes, want)
 		}
+		// Stagger (⌊i·limit/N⌋ each), limit+1 rounds and one write per idle share partition; the
+		// cold-partition snapshots taken meanwhile are no writes.
+		want := int64((r.Limit+1)*cfg.Shape.SharePartitions + cfg.IdleSharePartitions)
+		for i := 0; i < cfg.Shape.SharePartitions; i++ {
+			want += int64(i * r.Limit / cfg.Shape.SharePartitions)
+		}
+		if r.WarmupWrites != want {
+			t.Errorf("limit %d cold %v: %d warm-up writes, want %d", r.Limit, r.Cold, r.WarmupWrites, want)
+		}
 		if r.UpdateRecords == 0 || r.SnapshotRecords == 0 || r.ReplaySeconds <= 0 || r.RetainedBytes <= 0 {
 			t.Errorf("limit %d cold %v: implausible row %+v", r.Limit, r.Cold, r)
 		}
@@ -405,5 +414,114 @@ func TestRunHonoursCancellation(t *testing.T) {
 	cancel()
 	if _, err := Run(ctx, zaptest.NewLogger(t), cfg); err == nil {
 		t.Fatal("want the cancellation reported")
+	}
+}
+
+// The CSV carries every figure the Markdown table shows, digit for digit: a study reported again
+// from its CSV (--from-csv) prints the same tables as the run that measured it.
+func TestCSVKeepsTheMarkdownFigures(t *testing.T) {
+	rows := []Row{{
+		Limit: 10000, Cold: true, WarmupWrites: 1495145, Writes: 1000100, Seconds: 5.561434217, Commits: 31659,
+		UpdateRecords: 1000001, SnapshotRecords: 120, UpdateBytes: 107000107, SnapshotBytes: 125640,
+		RetainedBytes: 115272043, RetainedRecords: 995010, ReplaySeconds: 0.100706123, ReplayedKeys: 105,
+		Lag: LagStats{Superseded: 990120, OffsetsP50: 525569, OffsetsP99: 1029897, OffsetsMax: 1070861,
+			SecondsP50: 3.03899, SecondsP99: 6.13112, SecondsMax: 6.51587},
+	}}
+	var c, want, got bytes.Buffer
+	if err := WriteCSV(&c, rows); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadCSV(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMarkdown(&want, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMarkdown(&got, back); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("the Markdown of the CSV read back differs:\n%s\nwant:\n%s", got.String(), want.String())
+	}
+	if back[0].Commits != rows[0].Commits {
+		t.Fatalf("commits read back as %d, want %d", back[0].Commits, rows[0].Commits)
+	}
+}
+
+// A CSV with a header and no run is refused rather than reported as an empty study.
+func TestReadCSVWithoutRows(t *testing.T) {
+	var c bytes.Buffer
+	if err := WriteCSV(&c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadCSV(&c); err == nil || !strings.Contains(err.Error(), "no run") {
+		t.Fatalf("want an error naming the missing runs, got %v", err)
+	}
+}
+
+// At limit 0 every write is a snapshot: with no update bytes the amplification is unbounded, not 0.
+func TestWriteAmplificationWithoutUpdates(t *testing.T) {
+	if got := (Row{SnapshotBytes: 167000}).WriteAmplification(); !math.IsInf(got, 1) {
+		t.Fatalf("write amplification with snapshots only = %v, want +Inf", got)
+	}
+	if got := (Row{}).WriteAmplification(); got != 0 {
+		t.Fatalf("write amplification of nothing written = %v, want 0", got)
+	}
+}
+
+// A run whose superseded records all stayed pinned has no measured lag: the tables must not print
+// it as a lag of 0, nor the plot draw it at 0.
+func TestPinnedRunHasNoLagFigure(t *testing.T) {
+	rows := []Row{
+		{Limit: 1000, Lag: LagStats{Superseded: 100, Pinned: 100, PinnedSecondsMax: 1.8}},
+		{Limit: 10000, Lag: LagStats{Superseded: 100, SecondsP99: 6.1, OffsetsP99: 1000}},
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, rows); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| 1000 | off | 100 | 100.0% | – | – | – | – | – | – | ≥ 1.80s |"; !strings.Contains(md.String(), want) {
+		t.Fatalf("markdown lacks %q:\n%s", want, md.String())
+	}
+	ss := curves(rows, lagP99)
+	if len(ss) != 1 || len(ss[0].xys) != 1 || ss[0].xys[0].X != 10000 {
+		t.Fatalf("lag curve %+v: want only the run at limit 10000", ss)
+	}
+}
+
+// Plots of a study without a positive limit (limit 0 cannot be placed on the log scale), or whose
+// every run stayed pinned, are written empty rather than panicking.
+func TestPlotsWithoutPoints(t *testing.T) {
+	rows := []Row{{Limit: 0, Writes: 1000, Seconds: 1, SnapshotBytes: 1000, ReplaySeconds: 0.001}}
+	out := t.TempDir()
+	if err := WritePlots(out, rows, SLO{MaxReplaySeconds: 1, MaxGrowthPerSecond: 1 << 20}, 1000, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ReplayPlot, GrowthPlot, LagPlot} {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Fatalf("%s is not a PNG: %v", name, err)
+		}
+	}
+}
+
+// When the largest limit studied meets the objectives, the ceiling may lie beyond it: the verdict
+// says so instead of presenting it as the largest limit meeting them.
+func TestVerdictWhenTheLargestLimitMeets(t *testing.T) {
+	rows := []Row{{Limit: 200, ReplaySeconds: 0.1}, {Limit: 1000, ReplaySeconds: 0.2}}
+	var out bytes.Buffer
+	if err := (SLO{MaxReplaySeconds: 1}).WriteVerdict(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "largest limit meeting both (cold snapshots off): 1000") || !strings.Contains(out.String(), "the largest limit studied") {
+		t.Fatalf("verdict:\n%s", out.String())
+	}
+	out.Reset()
+	if err := (SLO{MaxReplaySeconds: 0.15}).WriteVerdict(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "the largest limit studied") {
+		t.Fatalf("verdict with a limit failing:\n%s", out.String())
 	}
 }
