@@ -38,6 +38,7 @@ func TestBenchFlagValidation(t *testing.T) {
 		{"bad growth SLO", []string{"bench", "snapshot-tradeoff", "--out", out, "--max-log-growth", "lots"}, []string{"--max-log-growth"}},
 		{"growth SLO not a number", []string{"bench", "snapshot-tradeoff", "--out", out, "--max-log-growth", "NaN"}, []string{"--max-log-growth", "not a byte count"}},
 		{"infinite growth SLO", []string{"bench", "snapshot-tradeoff", "--out", out, "--max-log-growth", "Inf"}, []string{"--max-log-growth", "not a byte count"}},
+		{"growth SLO on an unpaced study", []string{"bench", "snapshot-tradeoff", "--out", out, "--max-log-growth", "4MiB"}, []string{"--max-log-growth needs --slo-write-rate"}},
 		{"SLO write rate not a number", []string{"bench", "snapshot-tradeoff", "--out", out, "--slo-write-rate", "NaN"}, []string{"--slo-write-rate NaN"}},
 		{"rate not a number", []string{"bench", "snapshot-tradeoff", "--out", out, "--rate", "NaN"}, []string{"rate NaN"}},
 		{"infinite rate", []string{"bench", "snapshot-tradeoff", "--out", out, "--rate", "+Inf"}, []string{"rate +Inf"}},

@@ -71,6 +71,10 @@ func (f *tradeoffFlags) config() (tradeoff.Config, tradeoff.SLO, error) {
 			errs = append(errs, fmt.Errorf("--max-log-growth: %w", err))
 		}
 		slo.MaxGrowthPerSecond = g
+		if f.sloRate == 0 && cfg.Rate == 0 {
+			errs = append(errs, errors.New("--max-log-growth needs --slo-write-rate (or a paced study, --rate): "+
+				"unpaced, a run's growth per second is however fast this machine happened to write"))
+		}
 	}
 	if f.out == "" {
 		errs = append(errs, errors.New("--out: want a directory for the CSV, Markdown and PNG files"))

@@ -3,6 +3,7 @@ package tradeoff
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -81,6 +82,9 @@ func (s SLO) WriteVerdict(w io.Writer, rows []Row) error {
 			if limit == largestLimit(rows, cold) {
 				fmt.Fprintf(&b, "(the largest limit studied: the ceiling may be higher; study larger limits to find it)\n")
 			}
+			if below := s.missedBelow(rows, cold, limit); len(below) > 0 {
+				fmt.Fprintf(&b, "(but smaller limits miss: %s; the curve is not monotone there, so repeat those runs before relying on it)\n", below)
+			}
 		} else {
 			fmt.Fprintf(&b, "\nno measured limit meets both (cold snapshots %s)\n", Mode(cold))
 		}
@@ -105,4 +109,15 @@ func largestLimit(rows []Row, cold bool) int {
 		}
 	}
 	return l
+}
+
+// missedBelow lists the limits under limit, in one cold mode, whose runs miss an objective.
+func (s SLO) missedBelow(rows []Row, cold bool, limit int) string {
+	var missed []string
+	for _, r := range rows {
+		if r.Cold == cold && r.Limit < limit && !s.Meets(r) {
+			missed = append(missed, strconv.Itoa(r.Limit))
+		}
+	}
+	return strings.Join(missed, ", ")
 }

@@ -525,3 +525,24 @@ func TestVerdictWhenTheLargestLimitMeets(t *testing.T) {
 		t.Fatalf("verdict with a limit failing:\n%s", out.String())
 	}
 }
+
+// TestVerdictNamesSmallerLimitsThatMiss: when a noisy run makes a limit under the ceiling miss an
+// objective, the verdict says which, instead of presenting the ceiling as a clean cut-off.
+func TestVerdictNamesSmallerLimitsThatMiss(t *testing.T) {
+	rows := []Row{{Limit: 200, ReplaySeconds: 0.1}, {Limit: 500, ReplaySeconds: 0.3}, {Limit: 1000, ReplaySeconds: 0.2}, {Limit: 2000, ReplaySeconds: 0.4}}
+	var out bytes.Buffer
+	if err := (SLO{MaxReplaySeconds: 0.25}).WriteVerdict(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "largest limit meeting both (cold snapshots off): 1000") ||
+		!strings.Contains(out.String(), "smaller limits miss: 500;") {
+		t.Fatalf("verdict:\n%s", out.String())
+	}
+	out.Reset()
+	if err := (SLO{MaxReplaySeconds: 0.35}).WriteVerdict(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "smaller limits miss") {
+		t.Fatalf("verdict of a monotone curve:\n%s", out.String())
+	}
+}
