@@ -1,10 +1,12 @@
 package statelog
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
@@ -47,7 +49,7 @@ func checkDryRun(t testing.TB, seed uint64) {
 	dryOpts.FS = vfs.Overlay(base)
 	dry, dryErr := Repair(nil, "/log", dryOpts)
 	after := memSnapshot(t, base, "/log")
-	delete(after, lockFileName) // the real lock file is never taken through the overlay
+	delete(after, lockFileName) // the overlay takes base's lock, which may touch the lock file
 	delete(before, lockFileName)
 	if !maps.Equal(before, after) {
 		t.Fatal("the dry run changed the log")
@@ -134,5 +136,35 @@ func TestRepairReportsTornTail(t *testing.T) {
 	}
 	if torn == 0 {
 		t.Fatal("the corruption table has no damage to the last frame of the newest segment")
+	}
+}
+
+// A dry run takes the log's lock as the real repair does: a log that another process has open,
+// and may be appending to, pruning or rolling while it is read, is refused as in use. Without the
+// lock a dry run against a running server read a log that changed under it and could fail with
+// "remove …: file does not exist" or report damage that was not there.
+func TestRepairDryRunRefusesALogInUse(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, ctOptions())
+	if _, err := l.Append([][]byte{[]byte("record")}); err != nil {
+		t.Fatal(err)
+	}
+	before := dirContent(t, dir)
+	dryOpts := ctOptions()
+	dryOpts.FS = vfs.Overlay(vfs.OS())
+	for name, opts := range map[string]Options{"dry run": dryOpts, "repair": ctOptions()} {
+		_, err := Repair(nil, dir, opts)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || !strings.Contains(fmt.Sprint(err), "is in use") {
+			t.Errorf("%s of a log that is open: error %v, want it refused as in use", name, err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := dirContent(t, dir); !maps.Equal(before, after) {
+		t.Fatal("the refused runs changed the directory")
+	}
+	if report, err := Repair(nil, dir, dryOpts); err != nil || len(report.Corruptions) > 0 || report.TornTail != nil {
+		t.Fatalf("dry run once the log is closed: %+v, %v", report, err)
 	}
 }

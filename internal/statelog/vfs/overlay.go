@@ -9,13 +9,16 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 )
 
 // Overlay returns a file system that reads base and keeps every change in memory: files
 // created, written, truncated, renamed or removed through it look changed through it, and base
-// is never written. Syncs and locks succeed without doing anything; OpenSyncer fails. It lets
-// an operation that changes a log run as a dry run (repair-log without --yes) and report
-// exactly what it would do.
+// is never written. Syncs succeed without doing anything; OpenSyncer fails. Lock takes base's
+// lock on a base file (a file that exists only in memory, or nowhere, is locked by nobody else),
+// so that a dry run is refused where the real operation would be, instead of reading a log that
+// another process is changing. It lets an operation that changes a log run as a dry run
+// (repair-log without --yes) and report exactly what it would do.
 func Overlay(base FS) FS {
 	return &overlay{base: base, mem: map[string]*memData{}, hidden: map[string]bool{}, cut: map[string]int64{}}
 }
@@ -181,7 +184,26 @@ func (o *overlay) MkdirAll(dir string) error {
 
 func (o *overlay) SyncDir(string) error { return nil }
 
-func (o *overlay) Lock(string) (io.Closer, error) { return nopCloser{}, nil }
+func (o *overlay) Lock(name string) (io.Closer, error) {
+	o.mu.Lock()
+	_, inMem := o.mem[name]
+	visible, err := o.baseVisible(name)
+	o.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, err
+	case inMem || !visible:
+		return nopCloser{}, nil
+	}
+	// The file exists in base, so locking it there creates nothing. Only a lock that another
+	// process holds refuses the dry run: a copy this process cannot open for locking (a
+	// read-only mount of a backup, another user's files) is read as before.
+	lock, err := o.base.Lock(name)
+	if err != nil && !errors.Is(err, syscall.EWOULDBLOCK) {
+		return nopCloser{}, nil
+	}
+	return lock, err
+}
 
 func (o *overlay) OpenSyncer(dir string) (Syncer, error) {
 	return nil, fmt.Errorf("overlay: no file-system sync for %s", dir)

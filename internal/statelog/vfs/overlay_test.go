@@ -1,10 +1,15 @@
 package vfs
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 )
 
@@ -115,4 +120,47 @@ func dirContent(t *testing.T, dir string) map[string]string {
 		out[e.Name()] = string(b)
 	}
 	return out
+}
+
+// lockRefusing is an OS file system whose Lock fails with err.
+type lockRefusing struct {
+	FS
+	err error
+}
+
+func (l lockRefusing) Lock(string) (io.Closer, error) { return nil, l.err }
+
+// The overlay's Lock is refused only by a lock another process holds: a lock file it cannot open
+// (a read-only copy of a log) leaves the dry run to read the copy.
+func TestOverlayLock(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "LOCK")
+	if err := os.WriteFile(name, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held := fmt.Errorf("lock %s: %w", name, syscall.EWOULDBLOCK)
+	if _, err := Overlay(lockRefusing{OS(), held}).Lock(name); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Errorf("lock held elsewhere: error %v, want EWOULDBLOCK", err)
+	}
+	for _, cannot := range []error{syscall.EROFS, fs.ErrPermission} {
+		if l, err := Overlay(lockRefusing{OS(), cannot}).Lock(name); err != nil || l.Close() != nil {
+			t.Errorf("lock file that cannot be opened (%v): error %v, want the dry run to go on", cannot, err)
+		}
+	}
+	l, err := Overlay(OS()).Lock(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OS().Lock(name); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Errorf("the overlay's lock is not the file's: a second Lock got %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Overlay(OS()).Lock(filepath.Join(dir, "absent")); err != nil {
+		t.Errorf("lock of a file that does not exist: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "absent")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the overlay created the lock file: %v", err)
+	}
 }
