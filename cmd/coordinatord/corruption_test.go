@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -251,7 +252,8 @@ func TestCorruptedSegment(t *testing.T) {
 	digest := dirDigest(t, victimDir)
 	out, stderr, exit := runTool(t, "repair-log", victimDir)
 	if exit != exitFailure || !atByte.MatchString(out) || !strings.Contains(out, "--yes") ||
-		!strings.Contains(out, "a repair would truncate "+damaged) || strings.Count(out, "a repair would delete ") != 2 {
+		!strings.Contains(out, "a repair would truncate "+damaged) || strings.Count(out, "a repair would delete ") != 2 ||
+		!regexp.MustCompile(`after a repair the log holds the records from offset \d+ up to \d+\n`).MatchString(out) {
 		t.Fatalf("repair-log without --yes: exit %d, want the corruption point and the 2 later segments a repair would delete\n%s\n%s", exit, out, stderr)
 	}
 	if dirDigest(t, victimDir) != digest {
@@ -260,7 +262,7 @@ func TestCorruptedSegment(t *testing.T) {
 	t.Logf("repair-log without --yes:\n%s", out)
 	// With --yes it truncates at the corruption point and says what it dropped.
 	out, stderr, exit = runTool(t, "repair-log", "--yes", victimDir)
-	if exit != 0 || !strings.Contains(out, "truncated "+damaged) || !regexp.MustCompile(`dropped \d+ bytes: every record from offset \d+ on is gone`).MatchString(out) {
+	if exit != 0 || !strings.Contains(out, "truncated "+damaged) || !regexp.MustCompile(`dropped \d+ bytes: every record from offset (\d+) on is gone(?s:.*)after the repair the log holds the records from offset \d+ up to (\d+)\n`).MatchString(out) {
 		t.Fatalf("repair-log --yes: exit %d\n%s\n%s", exit, out, stderr)
 	}
 	t.Logf("repair-log --yes:\n%s", out)
@@ -400,5 +402,24 @@ func TestRepairLogReportsTornTail(t *testing.T) {
 	}
 	if got := mustRead(t, newest); len(got) >= len(data) {
 		t.Fatalf("the segment was not truncated: %d bytes, was %d", len(got), len(data))
+	}
+}
+
+// repair-log spells out a repair that leaves the log without a record: every share partition's
+// state in that state partition is gone, which the offsets alone do not make plain.
+func TestPrintRepairOfAnEmptiedLog(t *testing.T) {
+	report := statelog.RepairReport{
+		Corruptions:      []*statelog.CorruptionError{{Segment: "s.seg", Offset: 92, Reason: "payload checksum mismatch"}},
+		StartOffsetReset: true, OldStartOffset: 40, NewStartOffset: 20, StartOffset: 20, EndOffset: 20,
+	}
+	for dryRun, want := range map[bool]string{
+		true:  "after a repair the log holds no records (its offsets start and end at 20): the state of every share partition in it is gone\n",
+		false: "after the repair the log holds no records (its offsets start and end at 20): the state of every share partition in it is gone\n",
+	} {
+		var out strings.Builder
+		printRepair(&out, report, dryRun)
+		if !strings.HasSuffix(out.String(), want) {
+			t.Errorf("dry run %v printed:\n%s\nwant it to end with %q", dryRun, out.String(), want)
+		}
 	}
 }

@@ -390,7 +390,8 @@ func TestRepairReport(t *testing.T) {
 	}
 	if len(report.Corruptions) != 1 || report.TruncatedSegment != wantReport.TruncatedSegment || report.TruncatedAt != wantReport.TruncatedAt ||
 		len(report.DeletedSegments) != 1 || report.DeletedSegments[0] != segs[2] ||
-		report.DroppedBytes != wantReport.DroppedBytes || report.DroppedFromOffset != wantReport.DroppedFromOffset || report.StartOffsetReset {
+		report.DroppedBytes != wantReport.DroppedBytes || report.DroppedFromOffset != wantReport.DroppedFromOffset || report.StartOffsetReset ||
+		report.StartOffset != 0 || report.EndOffset != wantReport.DroppedFromOffset {
 		t.Fatalf("Repair report %+v, want %+v with one corruption", report, wantReport)
 	}
 	l := mustOpen(t, dir, ctOptions())
@@ -471,5 +472,34 @@ func TestReplayDetectsDamageAfterOpen(t *testing.T) {
 				t.Fatalf("corruptions = %v, want 1", got)
 			}
 		})
+	}
+}
+
+// A repair whose corruption point lies below the log-start offset leaves a log without a record:
+// the report says so with equal start and end offsets, for repair-log to spell out.
+func TestRepairReportsAnEmptiedLog(t *testing.T) {
+	dir, segs, _ := buildCorruptionLog(t)
+	last := len(segs) - 1
+	l := mustOpen(t, dir, ctOptions())
+	if err := l.SetStartOffset(int64(recordsBefore(last, 2))); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Damage a frame of the newest segment below the log-start offset, followed by intact ones.
+	editFile(t, segs[last], func(b []byte) []byte { b[framePos(1)+40] ^= 1; return b })
+	report, err := Repair(zaptest.NewLogger(t), dir, ctOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := int64(recordsBefore(last, 1))
+	if !report.StartOffsetReset || report.StartOffset != cut || report.EndOffset != cut {
+		t.Fatalf("Repair report %+v, want the log-start offset reset to %d and an empty log [%d, %d)", report, cut, cut, cut)
+	}
+	l = mustOpen(t, dir, ctOptions())
+	defer func() { _ = l.Close() }()
+	if l.StartOffset() != cut || l.EndOffset() != cut {
+		t.Fatalf("repaired log holds [%d, %d), want [%d, %d)", l.StartOffset(), l.EndOffset(), cut, cut)
 	}
 }

@@ -39,6 +39,10 @@ type RepairReport struct {
 	// open truncated, as Open always does: what an interrupted append leaves, or, if that append
 	// had been acknowledged, damage to it that cannot be told apart.
 	TornTail *TornTail
+	// StartOffset and EndOffset are the log's offsets after the repair (for a dry run, what it
+	// would leave): the records from StartOffset up to EndOffset remain. When they are equal the
+	// log holds no record at all.
+	StartOffset, EndOffset int64
 }
 
 // TornTail is a truncated tail of the newest segment.
@@ -107,6 +111,7 @@ func Repair(logger *zap.Logger, dir string, opts Options) (RepairReport, error) 
 	if report.DroppedBytes > 0 {
 		report.DroppedFromOffset = l.EndOffset()
 	}
+	report.StartOffset, report.EndOffset = l.StartOffset(), l.EndOffset()
 	if err := l.Close(); err != nil {
 		return report, err
 	}
