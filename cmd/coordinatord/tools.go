@@ -371,7 +371,10 @@ func printRepair(w io.Writer, r statelog.RepairReport, dryRun bool) {
 			"leaves; if that append was acknowledged, it was damaged afterwards; the server also truncates it on start)\n",
 			say("truncated", "truncate"), t.Bytes)
 	}
-	after := say("after the repair", "after a repair")
+	after := "after the repair"
+	if dryRun {
+		after = "after a repair"
+	}
 	if r.StartOffset == r.EndOffset {
 		fmt.Fprintf(w, "%s the log holds no records (its offsets start and end at %d): the state of every share partition in it is gone\n",
 			after, r.EndOffset)
