@@ -253,7 +253,7 @@ func TestCorruptedSegment(t *testing.T) {
 	out, stderr, exit := runTool(t, "repair-log", victimDir)
 	if exit != exitFailure || !atByte.MatchString(out) || !strings.Contains(out, "--yes") ||
 		!strings.Contains(out, "a repair would truncate "+damaged) || strings.Count(out, "a repair would delete ") != 2 ||
-		!regexp.MustCompile(`after a repair the log holds the records from offset \d+ up to \d+\n`).MatchString(out) {
+		!regexp.MustCompile(`\nafter a repair the log holds the records from offset \d+ up to \d+\n`).MatchString(out) {
 		t.Fatalf("repair-log without --yes: exit %d, want the corruption point and the 2 later segments a repair would delete\n%s\n%s", exit, out, stderr)
 	}
 	if dirDigest(t, victimDir) != digest {
@@ -262,7 +262,7 @@ func TestCorruptedSegment(t *testing.T) {
 	t.Logf("repair-log without --yes:\n%s", out)
 	// With --yes it truncates at the corruption point and says what it dropped.
 	out, stderr, exit = runTool(t, "repair-log", "--yes", victimDir)
-	if exit != 0 || !strings.Contains(out, "truncated "+damaged) || !regexp.MustCompile(`dropped \d+ bytes: every record from offset (\d+) on is gone(?s:.*)after the repair the log holds the records from offset \d+ up to (\d+)\n`).MatchString(out) {
+	if exit != 0 || !strings.Contains(out, "truncated "+damaged) || !regexp.MustCompile(`dropped \d+ bytes: every record from offset (\d+) on is gone(?s:.*)\nafter the repair the log holds the records from offset \d+ up to (\d+)\n`).MatchString(out) {
 		t.Fatalf("repair-log --yes: exit %d\n%s\n%s", exit, out, stderr)
 	}
 	t.Logf("repair-log --yes:\n%s", out)
@@ -361,10 +361,46 @@ func TestToolsRefuseWhatIsNotALog(t *testing.T) {
 	}
 }
 
-// TestRepairLogReportsTornTail: damage to the last append of a log is a torn tail, which the
-// server truncates on start; repair-log says so before and after doing it, with what it drops,
-// instead of "no corruption found".
+// TestRepairLogReportsTornTail: damage to the last append of a log whose server was killed is a
+// torn tail, which the server truncates on start; repair-log says so before and after doing it,
+// with what it drops, instead of "no corruption found". After a clean stop the same damage is
+// corruption: the log ended at a known offset, and records before it are damaged.
 func TestRepairLogReportsTornTail(t *testing.T) {
+	for _, stop := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(stop.String(), func(t *testing.T) {
+			logDir, newest, data := damagedLastAppend(t, stop)
+			out, stderr, code := runTool(t, "repair-log", logDir)
+			if stop == syscall.SIGTERM {
+				if code != exitFailure || !strings.Contains(out, "corruption: ") || !strings.Contains(out, "where it ended when it was last closed (clean-end)") ||
+					strings.Contains(out, "torn tail") {
+					t.Fatalf("repair-log (dry run) on damage after a clean stop: exit %d, want the corruption reported against clean-end\n%s\n%s", code, out, stderr)
+				}
+			} else if code != exitFailure || !strings.Contains(out, "torn tail: "+newest) || !strings.Contains(out, "a repair would truncate the torn tail") {
+				t.Fatalf("repair-log (dry run) on a torn tail: exit %d\n%s\n%s", code, out, stderr)
+			}
+			if !bytes.Equal(mustRead(t, newest), data) {
+				t.Fatal("the dry run changed the segment")
+			}
+			out, stderr, code = runTool(t, "repair-log", "--yes", logDir)
+			want := "truncated the torn tail"
+			if stop == syscall.SIGTERM {
+				want = "truncated " + newest
+			}
+			if code != 0 || !strings.Contains(out, want) {
+				t.Fatalf("repair-log --yes: exit %d, want %q\n%s\n%s", code, want, out, stderr)
+			}
+			if got := mustRead(t, newest); len(got) >= len(data) {
+				t.Fatalf("the segment was not truncated: %d bytes, was %d", len(got), len(data))
+			}
+		})
+	}
+}
+
+// damagedLastAppend acknowledges one write on a server with one state partition, stops the server
+// with sig, and flips a byte inside the last append of its log. It returns the log's directory,
+// its newest segment and that segment's damaged bytes.
+func damagedLastAppend(t *testing.T, sig syscall.Signal) (logDir, newest string, data []byte) {
+	t.Helper()
 	dir := t.TempDir()
 	p := startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=1")
 	ctx := ctxT(t)
@@ -374,35 +410,21 @@ func TestRepairLogReportsTornTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustOK(t, "write", resp.GetResults()[0].GetPartitions()[0].GetErrorCode(), resp.GetResults()[0].GetPartitions()[0].GetErrorMessage())
-	if code := p.stop(syscall.SIGTERM); code != 0 {
+	if code := p.stop(sig); sig == syscall.SIGTERM && code != 0 {
 		t.Fatalf("exit status %d", code)
 	}
-	logDir := filepath.Join(dir, logDirPrefix+"0")
+	logDir = filepath.Join(dir, logDirPrefix+"0")
 	segs, err := filepath.Glob(filepath.Join(logDir, "*.seg"))
 	if err != nil || len(segs) == 0 {
 		t.Fatalf("segments: %v %v", segs, err)
 	}
-	newest := segs[len(segs)-1]
-	data := mustRead(t, newest)
+	newest = segs[len(segs)-1]
+	data = mustRead(t, newest)
 	data[len(data)-3] ^= 0xff // inside the payload of the last frame
 	if err := os.WriteFile(newest, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-
-	out, stderr, code := runTool(t, "repair-log", logDir)
-	if code != exitFailure || !strings.Contains(out, "torn tail: "+newest) || !strings.Contains(out, "a repair would truncate the torn tail") {
-		t.Fatalf("repair-log (dry run) on a torn tail: exit %d\n%s\n%s", code, out, stderr)
-	}
-	if !bytes.Equal(mustRead(t, newest), data) {
-		t.Fatal("the dry run changed the segment")
-	}
-	out, stderr, code = runTool(t, "repair-log", "--yes", logDir)
-	if code != 0 || !strings.Contains(out, "truncated the torn tail") {
-		t.Fatalf("repair-log --yes on a torn tail: exit %d\n%s\n%s", code, out, stderr)
-	}
-	if got := mustRead(t, newest); len(got) >= len(data) {
-		t.Fatalf("the segment was not truncated: %d bytes, was %d", len(got), len(data))
-	}
+	return logDir, newest, data
 }
 
 // repair-log spells out a repair that leaves the log without a record: every share partition's
@@ -418,7 +440,7 @@ func TestPrintRepairOfAnEmptiedLog(t *testing.T) {
 	} {
 		var out strings.Builder
 		printRepair(&out, report, dryRun)
-		if !strings.HasSuffix(out.String(), want) {
+		if !strings.HasSuffix(out.String(), "\n"+want) {
 			t.Errorf("dry run %v printed:\n%s\nwant it to end with %q", dryRun, out.String(), want)
 		}
 	}

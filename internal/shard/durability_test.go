@@ -573,6 +573,11 @@ func TestLoadSyncFailureIsNotRetried(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// A kill -9, not a clean close: no clean-end file (statelog's format) vouches for the log.
+	dir, _ := Options{DataDir: dataDir}.withDefaults().logLocation()
+	if err := os.Remove(filepath.Join(dir, "clean-end")); err != nil {
+		t.Fatal(err)
+	}
 	var syncs atomic.Int64
 	fsys := faultfs.Wrap(vfs.OS(), faultfs.InjectorFunc(func(op faultfs.Op) error {
 		if op.Kind == faultfs.OpSync && filepath.Ext(op.Path) == ".seg" {

@@ -32,7 +32,7 @@ func TestOpenSyncsWhatAKilledProcessLeftUnsynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	l.Close()
+	kill(t, l)
 
 	// Process 2 (same page cache).
 	l2 := mustOpen(t, "/log", opts)
@@ -78,7 +78,7 @@ func TestOpenSyncsASegmentEntryAKilledProcessLeft(t *testing.T) {
 				l := mustOpen(t, "/log", opts)
 				mustAppend(t, l, fixedBatch(1, 2, 40))
 				before = l.EndOffset()
-				l.Close()
+				kill(t, l)
 				base, id = before, 2
 			} else {
 				if err := mem.MkdirAll("/log"); err != nil {
@@ -137,25 +137,31 @@ func TestOpenSyncsAncestorsAKilledProcessLeft(t *testing.T) {
 
 // When Open cannot sync what it found, it cannot tell what is on disk: a retry would read the same
 // bytes from the page cache and its sync would succeed. The error says so (ErrNotDurable), unless
-// a truncation offset vouches for everything kept.
+// a truncation offset, or the clean-end file of a clean close, vouches for everything kept.
 func TestOpenSyncFailureIsNotDurable(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		fail     faultfs.Predicate
 		truncate bool
+		clean    bool // closed, not killed: the clean-end file vouches for the log
 		want     bool
 	}{
-		{"segment sync", faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), false, true},
-		{"directory sync", faultfs.OnKinds(faultfs.OpSyncDir).And(faultfs.OnPath("/log")), false, true},
-		{"segment sync, truncating", faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), true, false},
+		{"segment sync", faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), false, false, true},
+		{"directory sync", faultfs.OnKinds(faultfs.OpSyncDir).And(faultfs.OnPath("/log")), false, false, true},
+		{"segment sync, truncating", faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), true, false, false},
+		{"segment sync after a clean close", faultfs.OnKinds(faultfs.OpSync).And(faultfs.OnPath("*.seg")), false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := faultfs.NewCrashFS()
 			l := mustOpen(t, "/log", Options{FS: mem})
 			mustAppend(t, l, fixedBatch(1, 2, 40))
 			end := l.EndOffset()
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
+			if tc.clean {
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				kill(t, l)
 			}
 			opts := Options{FS: faultfs.Wrap(mem, faultfs.Match(tc.fail, errors.New("EIO")))}
 			if tc.truncate {
@@ -173,9 +179,7 @@ func TestOpenSyncFailureIsNotDurable(t *testing.T) {
 		mem := faultfs.NewCrashFS()
 		l := mustOpen(t, "/log", Options{FS: mem})
 		mustAppend(t, l, fixedBatch(1, 2, 40))
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
+		kill(t, l)
 		seg := path.Join("/log", segmentFiles(t, mem, "/log")[0])
 		b, err := mem.ReadFile(seg)
 		if err != nil {

@@ -38,9 +38,8 @@ func buildCorruptionLog(t *testing.T) (string, []string, [][]byte) {
 		mustAppend(t, l, ctBatch(i))
 		model = append(model, ctBatch(i)...)
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	kill(t, l) // the damage is judged as after a crash
+
 	var segs []string
 	for _, n := range segmentFiles(t, l.fs, dir) {
 		segs = append(segs, filepath.Join(dir, n))

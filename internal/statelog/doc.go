@@ -17,6 +17,10 @@
 //     that sync fail for a log that holds records, and without a truncation offset, Open fails
 //     with ErrNotDurable). Repair, for operators, cuts the log at a corruption point and reports
 //     what it dropped.
+//   - Close records the end offset of a log that has not failed in its clean-end file. The next
+//     Open holds the log to it: after a clean close no append was interrupted, so damage at the
+//     tail, or a log that ends before or goes past that offset, is corruption rather than a torn
+//     tail. Open removes the file (and syncs the directory) before the log can change.
 //   - Load is Open and a replay from the log-start offset in one pass: each frame is verified
 //     as it is read, and its records are handed over before the next frame is read, so a
 //     restart reads and checksums every byte once. Recovery is Open's; a load that fails
@@ -38,6 +42,7 @@
 //	<dir>/00000000000000000000-0000000000000001.seg   segment: base offset 0, segment id 1
 //	<dir>/00000000000000051200-0000000000000002.seg   segment: base offset 51200, id 2 (active)
 //	<dir>/start-offset                                log-start offset (absent until first set)
+//	<dir>/clean-end                                   end offset at the last clean Close (absent while open)
 //	<dir>/LOCK                                        flock held while the log is open
 //
 // Segment names are the base offset in 20 decimal digits and a segment id in 16 hex digits,
@@ -73,7 +78,8 @@
 // checked against the header before any buffer is sized for the payload.
 //
 // The log-start offset file is 20 bytes: magic "CDSO" u32, version u16, flags u16, offset
-// u64, crc32c u32. SetStartOffset replaces it atomically (write start-offset.tmp, fsync,
+// u64, crc32c u32; the clean-end file is the same with magic "CDCE", written as
+// clean-end.tmp, synced and renamed. SetStartOffset replaces it atomically (write start-offset.tmp, fsync,
 // rename, fsync the directory) and only then deletes segments wholly below the new offset, so
 // a crash in between leaves segments that the next Open deletes. The active segment is never
 // deleted.
@@ -106,6 +112,11 @@
 //     intact frame is what an interrupted roll leaves: it is deleted, and the segment before
 //     it must then be entirely valid.
 //   - A log-start offset below the first segment or beyond the end offset is corruption.
+//   - With a clean-end file (the log was closed, not killed), its offset is the end the log must
+//     have: a bad frame anywhere is corruption, and so is a log that ends before it or holds
+//     bytes past it. Repair removes the file for such damage and judges the log as after a
+//     crash from there. A clean-end file that cannot be read, or lies below the log-start
+//     offset, is ignored (logged) and the log judged as after a crash.
 //   - With a truncation offset (Options.TruncateAfter, the durable end of a log whose append
 //     failed), everything below it was synced: a bad frame there is corruption, and so is a
 //     log that ends before it. Segments wholly at or past it are deleted unread (the directory

@@ -158,11 +158,11 @@ func TestRepairDryRunRefusesALogInUse(t *testing.T) {
 			t.Errorf("%s of a log that is open: error %v, want it refused as in use", name, err)
 		}
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
 	if after := dirContent(t, dir); !maps.Equal(before, after) {
 		t.Fatal("the refused runs changed the directory")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if report, err := Repair(nil, dir, dryOpts); err != nil || len(report.Corruptions) > 0 || report.TornTail != nil {
 		t.Fatalf("dry run once the log is closed: %+v, %v", report, err)

@@ -64,6 +64,9 @@ const (
 	damageStray
 	// damageStart: the log-start offset is unreadable or outside the data; rewrite it.
 	damageStart
+	// damageClean: the log disagrees with the end offset its clean-end file recorded when it was
+	// last closed; the file goes, and the log is judged as after a crash.
+	damageClean
 )
 
 // Error returns a one-line description naming the file and byte offset.

@@ -11,6 +11,7 @@ const (
 	segmentMagic  uint32 = 0x47534443 // "CDSG" in file byte order
 	frameMagic    uint32 = 0x46424443 // "CDBF"
 	startMagic    uint32 = 0x4f534443 // "CDSO"
+	cleanMagic    uint32 = 0x45434443 // "CDCE"
 	formatVersion uint16 = 1
 
 	segmentHeaderSize = 32
@@ -21,6 +22,8 @@ const (
 	segmentSuffix = ".seg"
 	startFileName = "start-offset"
 	startTmpName  = "start-offset.tmp"
+	cleanFileName = "clean-end"
+	cleanTmpName  = "clean-end.tmp"
 	lockFileName  = "LOCK"
 )
 
@@ -173,35 +176,44 @@ func checkPayload(p []byte, count uint32, maxRecordBytes int) string {
 	return ""
 }
 
-// startFile holds the persisted log-start offset:
+// An offset file holds one offset: the log-start offset (start-offset, magic "CDSO") or the end
+// offset of a cleanly closed log (clean-end, magic "CDCE"):
 //
 //	0  magic   uint32
 //	4  version uint16
 //	6  flags   uint16 (zero)
 //	8  offset  uint64
 //	16 crc32c  uint32 over bytes 0..16
-func encodeStartFile(b []byte, off int64) {
-	binary.LittleEndian.PutUint32(b[0:], startMagic)
+func encodeOffsetFile(b []byte, magic uint32, off int64) {
+	binary.LittleEndian.PutUint32(b[0:], magic)
 	binary.LittleEndian.PutUint16(b[4:], formatVersion)
 	binary.LittleEndian.PutUint16(b[6:], 0)
 	binary.LittleEndian.PutUint64(b[8:], uint64(off))
 	binary.LittleEndian.PutUint32(b[16:], crc(b[:16]))
 }
 
-func decodeStartFile(b []byte) (int64, string) {
+// decodeOffsetFile decodes an offset file with the given magic; what names the file in the
+// reason it gives for one it cannot use.
+func decodeOffsetFile(b []byte, magic uint32, what string) (int64, string) {
 	switch {
 	case len(b) != startFileSize:
-		return 0, "log-start offset file has the wrong size"
-	case binary.LittleEndian.Uint32(b[0:]) != startMagic:
-		return 0, "bad log-start offset file magic"
+		return 0, what + " has the wrong size"
+	case binary.LittleEndian.Uint32(b[0:]) != magic:
+		return 0, "bad " + what + " magic"
 	case binary.LittleEndian.Uint32(b[16:]) != crc(b[:16]):
-		return 0, "log-start offset file checksum mismatch"
+		return 0, what + " checksum mismatch"
 	case binary.LittleEndian.Uint16(b[4:]) != formatVersion || binary.LittleEndian.Uint16(b[6:]) != 0:
-		return 0, "unsupported log-start offset file version"
+		return 0, "unsupported " + what + " version"
 	}
 	off := binary.LittleEndian.Uint64(b[8:])
 	if off > maxOffset {
-		return 0, "log-start offset out of range"
+		return 0, what + ": offset out of range"
 	}
 	return int64(off), ""
+}
+
+func encodeStartFile(b []byte, off int64) { encodeOffsetFile(b, startMagic, off) }
+
+func decodeStartFile(b []byte) (int64, string) {
+	return decodeOffsetFile(b, startMagic, "log-start offset file")
 }

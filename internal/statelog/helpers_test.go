@@ -255,3 +255,13 @@ func frameLen(batch [][]byte) int64 {
 }
 
 var errEIO = syscall.EIO
+
+// kill ends l as a killed process would: its files are closed, and no clean-end file records
+// where it ended, so the next Open judges its tail as after a crash.
+func kill(t testing.TB, l *Log) {
+	t.Helper()
+	l.closed = true
+	if err := l.closeFiles(); err != nil {
+		t.Fatal(err)
+	}
+}

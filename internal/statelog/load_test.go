@@ -252,9 +252,7 @@ func TestLoadMatchesOpenOnRecovery(t *testing.T) {
 			mustAppend(t, l, b)
 			model = append(model, b...)
 		}
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
+		kill(t, l) // the cases model what an interrupted process leaves
 		return mem, model
 	}
 	tests := []struct {
@@ -367,8 +365,13 @@ func randomLog(t testing.TB, seed uint64) (*faultfs.CrashFS, Options, [][]byte) 
 			}
 		}
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
+	// Closed, the damage is judged against the clean-end file; killed, as after a crash.
+	if rng.IntN(2) == 0 {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		kill(t, l)
 	}
 	segs := segmentFiles(t, mem, "/log")
 	target := path.Join("/log", segs[rng.IntN(len(segs))])

@@ -121,15 +121,21 @@ func (l *Log) EndOffset() int64 { return l.end.Load() }
 func (l *Log) Size() int64 { return l.size.Load() }
 
 // Close closes the log's files and releases its directory lock. Every acknowledged append is
-// already durable, so Close does not sync. It is idempotent; after it every other owner method
-// returns ErrClosed.
+// already durable; a log that has not failed records its end offset in the clean-end file
+// (written, synced, renamed into place, the directory synced), so that the next Open holds the
+// log to that end: damage to its tail is then corruption, not a torn tail. It is idempotent;
+// after it every other owner method returns ErrClosed.
 func (l *Log) Close() error {
 	if l.closed {
 		return nil
 	}
+	var err error
+	if l.usable() == nil && l.active != nil {
+		err = writeOffsetFile(l.fs, l.dir, cleanFileName, cleanTmpName, cleanMagic, l.end.Load())
+	}
 	l.closed = true
-	if err := l.closeFiles(); err != nil {
-		return err
+	if cerr := l.closeFiles(); cerr != nil || err != nil {
+		return errors.Join(err, cerr)
 	}
 	l.logger.Debug("closed state log")
 	return nil

@@ -16,8 +16,11 @@ const (
 )
 
 // IsLogFile reports whether the file name (without its directory) is one a state log keeps:
-// a segment file or the log-start offset file. A directory holding none has no log.
-func IsLogFile(name string) bool { return IsSegmentFile(name) || name == startFileName }
+// a segment file, the log-start offset file or the clean-end file. A directory holding none has
+// no log.
+func IsLogFile(name string) bool {
+	return IsSegmentFile(name) || name == startFileName || name == cleanFileName
+}
 
 // holdsLog reports whether the directory listing names includes a file of a state log, or a
 // misnamed segment file (*.seg): recovery then has something to say about the directory, if only

@@ -166,6 +166,16 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 			return err
 		}
 	}
+	if st.badClean != "" {
+		l.logger.Warn("ignoring an unreadable clean-end file: the log is checked as after a crash", zap.String("reason", st.badClean))
+	}
+	// The clean-end file vouches for the log only until it changes: it goes (and the directory
+	// sync below makes that durable) before anything is appended.
+	for _, path := range st.cleanFiles {
+		if err := l.remove(path); err != nil {
+			return err
+		}
+	}
 	if st.remnant != nil {
 		l.logger.Warn("removing segment left by an interrupted roll", zap.String("segment", st.remnant.path))
 		if err := l.remove(st.remnant.path); err != nil {
@@ -197,7 +207,7 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 	// kernel reports a failed write-back once). A new log, or segments holding nothing but their
 	// headers, leave nothing to mistake for durable, and a truncation offset means that
 	// everything kept was synced before: then it is an ordinary I/O error.
-	unknown := l.opts.TruncateAfter == nil && len(st.segments) > 0 && st.end > st.segments[0].base
+	unknown := l.opts.TruncateAfter == nil && !st.cleanEnd && len(st.segments) > 0 && st.end > st.segments[0].base
 	notDurable := func(err error) error {
 		if !unknown {
 			return err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -30,6 +31,10 @@ type dirState struct {
 	stray    []string  // files in the directory that are not the log's, left alone
 	beyond   []segment // segments wholly at or past the truncation offset, to delete unread
 	cut      *cutPoint // where the newest live segment is truncated to the truncation offset
+
+	cleanFiles []string // clean-end and clean-end.tmp, present: Open removes them
+	cleanEnd   bool     // the end offset of the clean-end file vouched for the whole log
+	badClean   string   // why a clean-end file could not be used ("" if none)
 }
 
 // cutPoint is where the newest live segment is cut to honour Options.TruncateAfter.
@@ -57,6 +62,9 @@ type inspector struct {
 	// cut ≥ 0 is the end offset to truncate the log to (Options.TruncateAfter); -1: none.
 	// Nothing at or past it is read.
 	cut int64
+	// clean: cut is the end offset of the clean-end file, where the log ended when it was last
+	// closed; the log must end exactly there.
+	clean bool
 	// deliver, when set, is handed the records of the live log (offsets from the log-start
 	// offset up to the end or the cut) while their frames are verified, so that a load reads
 	// and checksums every byte once. A frame's records go out only after the whole frame
@@ -90,6 +98,8 @@ func (in *inspector) inspect() (*dirState, error) {
 		case name == startTmpName:
 			st.staleTmp = true
 		case name == lockFileName:
+		case name == cleanFileName || name == cleanTmpName:
+			st.cleanFiles = append(st.cleanFiles, in.path(name))
 		case strings.HasSuffix(name, segmentSuffix):
 			base, id, ok := parseSegmentName(name)
 			if !ok {
@@ -119,6 +129,11 @@ func (in *inspector) inspect() (*dirState, error) {
 		}
 	}
 
+	if in.cut < 0 && slices.Contains(st.cleanFiles, in.path(cleanFileName)) {
+		if err := in.useCleanEnd(st); err != nil {
+			return nil, err
+		}
+	}
 	if in.cut >= 0 {
 		if in.cut < st.start {
 			return nil, fmt.Errorf("%w: truncate after offset %d, below the log-start offset %d", ErrOutOfRange, in.cut, st.start)
@@ -188,6 +203,12 @@ func (in *inspector) inspect() (*dirState, error) {
 		last := &segs[len(segs)-1]
 		return nil, in.endsBeforeCut(last.path, last.size, next)
 	}
+	if in.clean {
+		if err := in.pastCleanEnd(st); err != nil {
+			return nil, err
+		}
+		st.cleanEnd = true
+	}
 	st.segments, st.end = segs, next
 	if st.start > st.end {
 		return nil, &CorruptionError{Segment: in.path(startFileName), kind: damageStart, fixStart: st.end,
@@ -221,8 +242,59 @@ func firstLive(segs []segment, start int64) int {
 // endsBeforeCut reports a log that ends at offset end, below the truncation offset: records
 // that were synced are missing.
 func (in *inspector) endsBeforeCut(path string, at, end int64) error {
+	if in.clean {
+		return &CorruptionError{Segment: path, Offset: at, kind: damageClean,
+			Reason: fmt.Sprintf("the log ends at offset %d, before offset %d where it ended when it was last closed (%s): acknowledged records are missing",
+				end, in.cut, cleanFileName)}
+	}
 	return &CorruptionError{Segment: path, Offset: at,
 		Reason: fmt.Sprintf("the log ends at offset %d, before its durable end %d", end, in.cut)}
+}
+
+// useCleanEnd reads the clean-end file, written when the log was last closed, and makes its end
+// offset the truncation offset that the log must reach exactly: after a clean close no append
+// can have been interrupted, so damage at the tail is corruption, not a torn tail. A file that
+// cannot be read as one is left unused (st.badClean) and the log is judged as after a crash.
+func (in *inspector) useCleanEnd(st *dirState) error {
+	path := in.path(cleanFileName)
+	return withFile(in.fs, path, func(f File, size int64) error {
+		if size != startFileSize {
+			st.badClean = fmt.Sprintf("%s has %d bytes, want %d", cleanFileName, size, startFileSize)
+			return nil
+		}
+		var b [startFileSize]byte
+		if _, err := f.ReadAt(b[:], 0); err != nil {
+			return fmt.Errorf("statelog: read %s: %w", path, err)
+		}
+		off, reason := decodeOffsetFile(b[:], cleanMagic, cleanFileName+" file")
+		switch {
+		case reason != "":
+			st.badClean = reason
+		case off < st.start:
+			// One of the two files is wrong; the checks of a log without it tell which.
+			st.badClean = fmt.Sprintf("%s offset %d is below the log-start offset %d", cleanFileName, off, st.start)
+		default:
+			in.cut, in.clean = off, true
+		}
+		return nil
+	})
+}
+
+// pastCleanEnd reports records past the end offset of the clean-end file, which a log opened
+// after its clean close cannot have written before removing that file.
+func (in *inspector) pastCleanEnd(st *dirState) error {
+	var path string
+	var at int64
+	switch {
+	case st.cut != nil && st.cut.at < st.cut.size:
+		path, at = st.cut.seg.path, st.cut.at
+	case len(st.beyond) > 0:
+		path = st.beyond[0].path
+	default:
+		return nil
+	}
+	return &CorruptionError{Segment: path, Offset: at, kind: damageClean,
+		Reason: fmt.Sprintf("the log holds bytes past offset %d, where it ended when it was last closed (%s)", in.cut, cleanFileName)}
 }
 
 // readStartFile reads the persisted log-start offset of the log in dir.
@@ -301,6 +373,11 @@ func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool, cut
 			}
 			if bad == nil && fr.hdr.base != next {
 				bad = &badFrame{pos: pos, reason: fmt.Sprintf("frame base offset %d, expected %d", fr.hdr.base, next)}
+			}
+			if bad == nil && cut >= 0 && next+int64(fr.hdr.count) > cut && in.clean {
+				return &CorruptionError{Segment: seg.path, Offset: pos, kind: damageClean,
+					Reason: fmt.Sprintf("the frame holds offsets [%d, %d), across offset %d where the log ended when it was last closed (%s)",
+						next, next+int64(fr.hdr.count), cut, cleanFileName)}
 			}
 			if bad == nil && cut >= 0 && next+int64(fr.hdr.count) > cut {
 				return fmt.Errorf("statelog: cannot truncate %s after offset %d: the frame at byte %d holds offsets [%d, %d)",

@@ -150,6 +150,13 @@ func (rp *repairer) cut(ce *CorruptionError) error {
 		if err := rp.cutSegment(ce.Segment, ce.Offset); err != nil {
 			return err
 		}
+	case damageClean:
+		// The log is judged as after a crash from here on: a damaged tail is cut as a torn one.
+		for _, name := range []string{cleanTmpName, cleanFileName} {
+			if err := rp.removeIfExists(filepath.Join(rp.dir, name)); err != nil {
+				return err
+			}
+		}
 	default:
 		return fmt.Errorf("statelog: repair: unknown kind of damage %d in %s", ce.kind, ce.Segment)
 	}

@@ -48,16 +48,21 @@ func (l *Log) SetStartOffset(off int64) error {
 	return nil
 }
 
-// writeStartFile persists off as the log-start offset of the log in dir: write a temporary
-// file, sync it, rename it over the old one, sync the directory.
+// writeStartFile persists off as the log-start offset of the log in dir.
 func writeStartFile(fsys FS, dir string, off int64) error {
-	tmp, path := filepath.Join(dir, startTmpName), filepath.Join(dir, startFileName)
+	return writeOffsetFile(fsys, dir, startFileName, startTmpName, startMagic, off)
+}
+
+// writeOffsetFile atomically replaces the offset file name in dir with one holding off: write
+// the temporary file tmpName, sync it, rename it over name, sync the directory.
+func writeOffsetFile(fsys FS, dir, name, tmpName string, magic uint32, off int64) error {
+	tmp, path := filepath.Join(dir, tmpName), filepath.Join(dir, name)
 	f, err := fsys.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("statelog: create %s: %w", tmp, err)
 	}
 	var b [startFileSize]byte
-	encodeStartFile(b[:], off)
+	encodeOffsetFile(b[:], magic, off)
 	if _, err = f.WriteAt(b[:], 0); err != nil {
 		err = fmt.Errorf("statelog: write %s: %w", tmp, err)
 	} else if err = f.Sync(); err != nil {

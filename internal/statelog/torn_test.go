@@ -19,7 +19,7 @@ type tornTailLog struct {
 }
 
 // buildTornTailLog appends batches batches of 3 records of 20 bytes, then last, to a new log
-// with segments of segBytes, and closes it.
+// with segments of segBytes, and ends it as a killed process would (no clean-end file).
 func buildTornTailLog(t *testing.T, segBytes int64, batches int, last [][]byte) tornTailLog {
 	t.Helper()
 	tl := tornTailLog{mem: faultfs.NewCrashFS(), files: map[string][]byte{}}
@@ -30,9 +30,7 @@ func buildTornTailLog(t *testing.T, segBytes int64, batches int, last [][]byte) 
 		tl.model = append(tl.model, b...)
 	}
 	mustAppend(t, l, last)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	kill(t, l)
 	segs := segmentFiles(t, tl.mem, "/log")
 	for _, s := range segs {
 		b, err := tl.mem.ReadFile(path.Join("/log", s))
@@ -124,9 +122,7 @@ func TestInterruptedRoll(t *testing.T) {
 			l := mustOpen(t, "/log", opts)
 			batch := fixedBatch(1, 4, 30)
 			mustAppend(t, l, batch)
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
+			kill(t, l) // and the next process is killed while it rolls
 			var hdr [segmentHeaderSize]byte
 			segmentHeader{id: 2, base: 4}.encode(hdr[:])
 			if cut == segmentHeaderSize {

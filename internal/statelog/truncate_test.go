@@ -314,7 +314,9 @@ func TestTruncateAfterIgnoredByScanAndRepair(t *testing.T) {
 	if report, err := Repair(zaptest.NewLogger(t), dir, opts); err != nil || report.DroppedBytes != 0 {
 		t.Fatalf("Repair = %+v, %v; want a zero report", report, err)
 	}
-	if !maps.Equal(before, dirContent(t, dir)) {
+	after := dirContent(t, dir)
+	delete(after, cleanFileName) // Repair ends by opening and closing the log it verified
+	if !maps.Equal(before, after) {
 		t.Fatal("Scan or Repair cut the log")
 	}
 }

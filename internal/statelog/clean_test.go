@@ -1,0 +1,242 @@
+package statelog
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+)
+
+// buildClosedLog writes the corruption table's log and closes it cleanly: its directory holds
+// the clean-end file.
+func buildClosedLog(t *testing.T) (string, []string, [][]byte) {
+	t.Helper()
+	dir := t.TempDir()
+	l := mustOpen(t, dir, ctOptions())
+	var model [][]byte
+	for i := range ctSegments * ctFramesPerSeg {
+		mustAppend(t, l, ctBatch(i))
+		model = append(model, ctBatch(i)...)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, cleanFileName)); err != nil {
+		t.Fatalf("Close left no clean-end file: %v", err)
+	}
+	var segs []string
+	for _, n := range segmentFiles(t, l.fs, dir) {
+		segs = append(segs, filepath.Join(dir, n))
+	}
+	return dir, segs, model
+}
+
+// After a clean close no append can have been interrupted, so what recovery after a crash takes
+// for a torn tail (and drops) is damage to acknowledged records: Open and Scan refuse the log
+// with a *CorruptionError and change nothing, and Repair cuts it out and says so. The same
+// damage after a kill is a torn tail (TestCorruptionTable).
+func TestCleanCloseTurnsTailDamageIntoCorruption(t *testing.T) {
+	last := ctSegments - 1
+	lastFrame := ctFramesPerSeg - 1
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, segs []string)
+		keep   int // records the repaired log holds
+	}{
+		{"last frame flipped", func(t *testing.T, segs []string) {
+			editFile(t, segs[last], func(b []byte) []byte { b[framePos(lastFrame)+40] ^= 1; return b })
+		}, recordsBefore(last, lastFrame)},
+		{"last frame cut short", func(t *testing.T, segs []string) {
+			editFile(t, segs[last], func(b []byte) []byte { return b[:framePos(lastFrame)+10] })
+		}, recordsBefore(last, lastFrame)},
+		{"last frame gone", func(t *testing.T, segs []string) {
+			editFile(t, segs[last], func(b []byte) []byte { return b[:framePos(lastFrame)] })
+		}, recordsBefore(last, lastFrame)},
+		{"newest segment cut inside its header", func(t *testing.T, segs []string) {
+			editFile(t, segs[last], func(b []byte) []byte { return b[:10] })
+		}, recordsBefore(last, 0)},
+		{"newest segment deleted", func(t *testing.T, segs []string) {
+			if err := os.Remove(segs[last]); err != nil {
+				t.Fatal(err)
+			}
+		}, recordsBefore(last, 0)},
+		{"every segment deleted", func(t *testing.T, segs []string) {
+			for _, s := range segs {
+				if err := os.Remove(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, 0},
+		{"bytes after the last frame", func(t *testing.T, segs []string) {
+			editFile(t, segs[last], func(b []byte) []byte { return append(b, 1, 2, 3, 4, 5) })
+		}, recordsBefore(ctSegments, 0)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, segs, model := buildClosedLog(t)
+			tc.damage(t, segs)
+			before := dirContent(t, dir)
+
+			_, err := Open(zaptest.NewLogger(t), dir, ctOptions())
+			ce := asCorruption(t, err)
+			if after := dirContent(t, dir); !maps.Equal(before, after) {
+				t.Fatal("Open changed a corrupt log")
+			}
+			err = Scan(zaptest.NewLogger(t), dir, ctOptions(), func(int64, []byte) error { return nil })
+			if sce := asCorruption(t, err); sce.Segment != ce.Segment || sce.Offset != ce.Offset {
+				t.Fatalf("Scan found %v, Open %v", sce, ce)
+			}
+
+			report, err := Repair(zaptest.NewLogger(t), dir, ctOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(report.Corruptions) == 0 || report.Corruptions[0].Error() != ce.Error() ||
+				!strings.Contains(report.Corruptions[len(report.Corruptions)-1].Error(), cleanFileName) {
+				t.Fatalf("Repair reported %v, want first %v and last the disagreement with %s", report.Corruptions, ce, cleanFileName)
+			}
+			if report.EndOffset != int64(tc.keep) {
+				t.Fatalf("Repair leaves the log ending at %d, want %d", report.EndOffset, tc.keep)
+			}
+			l := mustOpen(t, dir, ctOptions())
+			defer func() { _ = l.Close() }()
+			checkRecords(t, readAll(t, l, 0), want(model[:tc.keep], 0))
+		})
+	}
+}
+
+// Open removes the clean-end file, durably, before the log can change: after a crash the log is
+// judged as one, its torn tail truncated, not taken for corruption against the end of an earlier
+// clean close.
+func TestCleanEndGoesAtOpen(t *testing.T) {
+	mem := faultfs.NewCrashFS()
+	opts := Options{FS: mem}
+	l := mustOpen(t, "/log", opts)
+	first := fixedBatch(1, 2, 40)
+	mustAppend(t, l, first)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, "/log", opts)
+	mustAppend(t, l, fixedBatch(2, 2, 40))
+	// A power cut while the next append is written: only part of its frame reaches the disk.
+	seg := filepath.Join("/log", segmentFiles(t, mem, "/log")[0])
+	buf := l.frame(fixedBatch(3, 2, 40), int(frameLen(fixedBatch(3, 2, 40))), l.EndOffset())
+	f, err := mem.OpenReadWrite(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(buf[:len(buf)/2], l.segments[0].size); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	crashed := mem.CrashClone(faultfs.CrashOptions{})
+	kill(t, l)
+
+	names, err := crashed.ReadDir("/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if n == cleanFileName {
+			t.Fatal("the clean-end file of the earlier close survived the power cut")
+		}
+	}
+	opts.FS = crashed
+	l = mustOpen(t, "/log", opts)
+	defer func() { _ = l.Close() }()
+	checkRecords(t, readAll(t, l, 0), want(append(first, fixedBatch(2, 2, 40)...), 0))
+}
+
+// A failed log writes no clean-end file when it is closed: its end is not known to be durable,
+// and the next Open must judge it as after a crash (or against Options.TruncateAfter).
+func TestFailedLogLeavesNoCleanEnd(t *testing.T) {
+	mem := faultfs.NewCrashFS()
+	var armed atomic.Bool // the segment's syncs fail once the log is open
+	opts := Options{FS: faultfs.Wrap(mem, faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if armed.Load() && op.Kind == faultfs.OpSync && strings.HasSuffix(op.Path, segmentSuffix) {
+			return errors.New("EIO")
+		}
+		return nil
+	}))}
+	l := mustOpen(t, "/log", opts)
+	armed.Store(true)
+	if _, err := l.Append(fixedBatch(1, 2, 40)); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Append = %v, want ErrFailed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, err := mem.ReadDir("/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if n == cleanFileName || n == cleanTmpName {
+			t.Fatalf("a failed log left %s", n)
+		}
+	}
+}
+
+// A clean-end file that cannot be read as one (damaged, or below the log-start offset) is not
+// trusted: the log opens as after a crash, and the file goes. So does a clean-end.tmp that a
+// close interrupted before its rename.
+func TestUnusableCleanEndIsIgnored(t *testing.T) {
+	for name, edit := range map[string]func(t *testing.T, dir string){
+		"flipped byte": func(t *testing.T, dir string) {
+			editFile(t, filepath.Join(dir, cleanFileName), func(b []byte) []byte { b[9] ^= 1; return b })
+		},
+		"wrong size": func(t *testing.T, dir string) {
+			editFile(t, filepath.Join(dir, cleanFileName), func(b []byte) []byte { return b[:7] })
+		},
+		"below the log-start offset": func(t *testing.T, dir string) {
+			if err := writeOffsetFile(vfs.OS(), dir, cleanFileName, cleanTmpName, cleanMagic, 2); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeStartFile(vfs.OS(), dir, 4); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"interrupted close": func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, cleanFileName)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, cleanTmpName), []byte("half"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := mustOpen(t, dir, Options{})
+			batch := fixedBatch(1, 6, 30)
+			mustAppend(t, l, batch)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			edit(t, dir)
+			// Trailing bytes: a torn tail when the clean-end file is not trusted.
+			seg := filepath.Join(dir, segmentFiles(t, vfs.OS(), dir)[0])
+			editFile(t, seg, func(b []byte) []byte { return append(b, 9, 9, 9) })
+			l = mustOpen(t, dir, Options{})
+			checkRecords(t, readAll(t, l, l.StartOffset()), want(batch, l.StartOffset()))
+			for _, n := range []string{cleanFileName, cleanTmpName} {
+				if _, err := os.Stat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s is still there after Open: %v", n, err)
+				}
+			}
+			kill(t, l)
+		})
+	}
+}
