@@ -19,24 +19,14 @@ import (
 // the clean-end file.
 func buildClosedLog(t *testing.T) (string, []string, [][]byte) {
 	t.Helper()
-	dir := t.TempDir()
-	l := mustOpen(t, dir, ctOptions())
-	var model [][]byte
-	for i := range ctSegments * ctFramesPerSeg {
-		mustAppend(t, l, ctBatch(i))
-		model = append(model, ctBatch(i)...)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, cleanFileName)); err != nil {
-		t.Fatalf("Close left no clean-end file: %v", err)
-	}
-	var segs []string
-	for _, n := range segmentFiles(t, l.fs, dir) {
-		segs = append(segs, filepath.Join(dir, n))
-	}
-	return dir, segs, model
+	return buildTableLog(t, func(l *Log) {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(l.dir, cleanFileName)); err != nil {
+			t.Fatalf("Close left no clean-end file: %v", err)
+		}
+	})
 }
 
 // After a clean close no append can have been interrupted, so what recovery after a crash takes

@@ -28,8 +28,16 @@ func ctOptions() Options {
 	return Options{SegmentBytes: segmentHeaderSize + ctFramesPerSeg*ctFrame}
 }
 
-// buildCorruptionLog writes the table's log and returns its directory, segment paths and model.
+// buildCorruptionLog writes the table's log, ends it as a killed process would (the damage is
+// judged as after a crash), and returns its directory, segment paths and model.
 func buildCorruptionLog(t *testing.T) (string, []string, [][]byte) {
+	t.Helper()
+	return buildTableLog(t, func(l *Log) { kill(t, l) })
+}
+
+// buildTableLog writes the table's log, ends it with end, and returns its directory, segment
+// paths and model.
+func buildTableLog(t *testing.T, end func(l *Log)) (string, []string, [][]byte) {
 	t.Helper()
 	dir := t.TempDir()
 	l := mustOpen(t, dir, ctOptions())
@@ -38,7 +46,7 @@ func buildCorruptionLog(t *testing.T) (string, []string, [][]byte) {
 		mustAppend(t, l, ctBatch(i))
 		model = append(model, ctBatch(i)...)
 	}
-	kill(t, l) // the damage is judged as after a crash
+	end(l)
 
 	var segs []string
 	for _, n := range segmentFiles(t, l.fs, dir) {

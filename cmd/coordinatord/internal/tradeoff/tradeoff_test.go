@@ -396,16 +396,7 @@ func TestRunSmoke(t *testing.T) {
 	if !strings.Contains(md.String(), "| 10 | on |") || !strings.Contains(md.String(), "Pruning lag") {
 		t.Fatalf("markdown:\n%s", md.String())
 	}
-	out := t.TempDir()
-	if err := WritePlots(out, rows, SLO{MaxReplaySeconds: 1, MaxGrowthPerSecond: 1 << 20}, 1000, "test"); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{ReplayPlot, GrowthPlot, LagPlot} {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
-			t.Fatalf("%s is not a PNG: %v", name, err)
-		}
-	}
+	writesPNGs(t, rows)
 }
 
 func TestRunHonoursCancellation(t *testing.T) {
@@ -494,16 +485,7 @@ func TestPinnedRunHasNoLagFigure(t *testing.T) {
 // every run stayed pinned, are written empty rather than panicking.
 func TestPlotsWithoutPoints(t *testing.T) {
 	rows := []Row{{Limit: 0, Writes: 1000, Seconds: 1, SnapshotBytes: 1000, ReplaySeconds: 0.001}}
-	out := t.TempDir()
-	if err := WritePlots(out, rows, SLO{MaxReplaySeconds: 1, MaxGrowthPerSecond: 1 << 20}, 1000, "test"); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{ReplayPlot, GrowthPlot, LagPlot} {
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
-			t.Fatalf("%s is not a PNG: %v", name, err)
-		}
-	}
+	writesPNGs(t, rows)
 }
 
 // When the largest limit studied meets the objectives, the ceiling may lie beyond it: the verdict
@@ -544,5 +526,20 @@ func TestVerdictNamesSmallerLimitsThatMiss(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "smaller limits miss") {
 		t.Fatalf("verdict of a monotone curve:\n%s", out.String())
+	}
+}
+
+// writesPNGs checks that WritePlots writes the three plots of rows as PNG files.
+func writesPNGs(t *testing.T, rows []Row) {
+	t.Helper()
+	out := t.TempDir()
+	if err := WritePlots(out, rows, SLO{MaxReplaySeconds: 1, MaxGrowthPerSecond: 1 << 20}, 1000, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ReplayPlot, GrowthPlot, LagPlot} {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Fatalf("%s is not a PNG: %v", name, err)
+		}
 	}
 }
