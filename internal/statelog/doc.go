@@ -114,9 +114,11 @@
 //   - A log-start offset below the first segment or beyond the end offset is corruption.
 //   - With a clean-end file (the log was closed, not killed), its offset is the end the log must
 //     have: a bad frame anywhere is corruption, and so is a log that ends before it or holds
-//     bytes past it. Repair removes the file for such damage and judges the log as after a
-//     crash from there. A clean-end file that cannot be read, or lies below the log-start
-//     offset, is ignored (logged) and the log judged as after a crash.
+//     bytes past it (a newest segment that starts there and holds only its header, as a roll
+//     whose append was cut off leaves, is no such bytes). Repair removes the file for such
+//     damage and judges the log as after a crash from there. A clean-end file that cannot be
+//     read, or lies below the log-start offset, is ignored (logged) and the log judged as after
+//     a crash.
 //   - With a truncation offset (Options.TruncateAfter, the durable end of a log whose append
 //     failed), everything below it was synced: a bad frame there is corruption, and so is a
 //     log that ends before it. Segments wholly at or past it are deleted unread (the directory

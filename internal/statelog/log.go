@@ -130,7 +130,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	var err error
-	if l.usable() == nil && l.active != nil {
+	if l.failed == nil && l.opts.SyncGroup.Err() == nil && l.active != nil {
 		err = writeOffsetFile(l.fs, l.dir, cleanFileName, cleanTmpName, cleanMagic, l.end.Load())
 	}
 	l.closed = true

@@ -138,7 +138,7 @@ func (in *inspector) inspect() (*dirState, error) {
 		if in.cut < st.start {
 			return nil, fmt.Errorf("%w: truncate after offset %d, below the log-start offset %d", ErrOutOfRange, in.cut, st.start)
 		}
-		segs, st.beyond = splitAtCut(segs, st.start, in.cut)
+		segs, st.beyond = splitAtCut(segs, st.start, in.cut, in.clean)
 	}
 
 	if n := len(segs); n > 0 {
@@ -219,11 +219,14 @@ func (in *inspector) inspect() (*dirState, error) {
 
 // splitAtCut returns the segments that may hold records below cut, and those wholly at or
 // past it. The first segment that holds the log-start offset always stays, so that the log
-// keeps a segment to append to.
-func splitAtCut(segs []segment, start, cut int64) (keep, beyond []segment) {
+// keeps a segment to append to. With keepAtCut (the end of a clean close) a segment that starts
+// at cut stays too: a healthy log can end in a segment that holds nothing but its header (a
+// roll whose append a crash, or a failure, interrupted; a torn first frame; a repair), and it
+// is verified like any other, so that bytes after its header are found.
+func splitAtCut(segs []segment, start, cut int64, keepAtCut bool) (keep, beyond []segment) {
 	first := firstLive(segs, start)
 	n := len(segs)
-	for n > first+1 && segs[n-1].base >= cut {
+	for n > first+1 && (segs[n-1].base > cut || segs[n-1].base == cut && !keepAtCut) {
 		n--
 	}
 	return segs[:n], segs[n:]
@@ -290,6 +293,9 @@ func (in *inspector) pastCleanEnd(st *dirState) error {
 		path, at = st.cut.seg.path, st.cut.at
 	case len(st.beyond) > 0:
 		path = st.beyond[0].path
+	case st.remnant != nil:
+		// A clean close leaves no interrupted roll: this segment came after it.
+		path = st.remnant.path
 	default:
 		return nil
 	}
