@@ -2,6 +2,7 @@ package statelog
 
 import (
 	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -228,5 +229,23 @@ func TestUnusableCleanEndIsIgnored(t *testing.T) {
 			}
 			kill(t, l)
 		})
+	}
+}
+
+// A clean-end file listed but gone when it is opened (dump-log reading a directory while a server
+// opens the log and removes it) reads as no file: the log is scanned as one that is open.
+func TestCleanEndRemovedWhileScanned(t *testing.T) {
+	dir, _, model := buildClosedLog(t)
+	gone := faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpOpen && filepath.Base(op.Path) == cleanFileName {
+			return fs.ErrNotExist
+		}
+		return nil
+	})
+	opts := ctOptions()
+	opts.FS = faultfs.Wrap(vfs.OS(), gone)
+	var n int
+	if err := Scan(zaptest.NewLogger(t), dir, opts, func(int64, []byte) error { n++; return nil }); err != nil || n != len(model) {
+		t.Fatalf("Scan = %v after %d records, want %d records", err, n, len(model))
 	}
 }

@@ -3,6 +3,7 @@ package statelog
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -260,7 +261,7 @@ func (in *inspector) endsBeforeCut(path string, at, end int64) error {
 // cannot be read as one is left unused (st.badClean) and the log is judged as after a crash.
 func (in *inspector) useCleanEnd(st *dirState) error {
 	path := in.path(cleanFileName)
-	return withFile(in.fs, path, func(f File, size int64) error {
+	err := withFile(in.fs, path, func(f File, size int64) error {
 		if size != startFileSize {
 			st.badClean = fmt.Sprintf("%s has %d bytes, want %d", cleanFileName, size, startFileSize)
 			return nil
@@ -281,6 +282,12 @@ func (in *inspector) useCleanEnd(st *dirState) error {
 		}
 		return nil
 	})
+	if errors.Is(err, fs.ErrNotExist) {
+		// Gone since the listing: a server opening the log removed it (dump-log of a live
+		// directory). The log is read as one that is open.
+		return nil
+	}
+	return err
 }
 
 // pastCleanEnd reports records past the end offset of the clean-end file, which a log opened
