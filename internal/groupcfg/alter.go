@@ -73,7 +73,9 @@ func checkGroupName(name string, stored bool) *alterError {
 // validated against the broker bounds in force; an existing override is never re-validated.
 // Accepted changes are made durable together before any of them is acknowledged or becomes
 // visible to lookups; if that fails, every accepted resource gets UNKNOWN_SERVER_ERROR and
-// nothing changes in this process. validateOnly checks everything and stores nothing.
+// nothing changes in this process. validateOnly checks everything and stores nothing. As in
+// Kafka, DELETE of a name that nothing is stored under succeeds and changes nothing, whatever the
+// name, and DELETE drops a value stored under a name this release cannot alter.
 func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnly bool) []AlterResult {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -246,6 +248,13 @@ func (m *Manager) alterGroup(r AlterResource, state *storeState, b *brokerState)
 	touched := map[string]bool{}
 	for _, c := range r.Configs {
 		d, ok := m.sch.lookup(c.Name)
+		if c.Op == OpDelete && (!ok || d.Scope != ScopeGroup) {
+			// As in Kafka (ConfigurationControlManager.incrementalAlterConfigResource), DELETE
+			// removes whatever is stored under the name, and is a no-op when nothing is: an
+			// override stored by another release can be dropped.
+			delete(next, c.Name)
+			continue
+		}
 		switch {
 		case !ok:
 			return nil, false, invalidConfig("unknown group config %s; DescribeConfigs on a GROUP resource lists the group configs", show(nil, c.Name))
@@ -398,6 +407,12 @@ func (m *Manager) alterBroker(r AlterResource, state *storeState, b *brokerState
 	next := b.clone()
 	for _, c := range r.Configs {
 		d, ok := m.sch.lookup(c.Name)
+		if c.Op == OpDelete && (!ok || d.Scope != ScopeBroker || !d.Dynamic) {
+			// As for groups: a value stored under a name this release cannot alter was never
+			// applied (brokerInForce ignores it), so deleting it only drops it from the store.
+			delete(dyn, c.Name)
+			continue
+		}
 		switch {
 		case !ok:
 			return nil, nil, invalidConfig("unknown broker config %s; DescribeConfigs on the BROKER resource lists the broker configs", show(nil, c.Name))

@@ -594,3 +594,45 @@ func TestOverlongGroupName(t *testing.T) {
 		t.Fatal("the stored overlong group is still in the store after its override was deleted")
 	}
 }
+
+// TestDeleteNamesThisReleaseCannotAlter: as in Kafka (ConfigurationControlManager
+// .incrementalAlterConfigResource), DELETE removes whatever is stored under a name and is a no-op
+// for a name that is not stored, whether or not this release knows it. Overrides stored by
+// another release (an unknown key, a broker key no longer dynamic) can so be dropped, as the WARN
+// logged on open tells the operator to do.
+func TestDeleteNamesThisReleaseCannotAlter(t *testing.T) {
+	dir := t.TempDir()
+	f := openFixture(t, dir, staticOf(t))
+	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "6")))
+	if err := f.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const future = "share.future.config"
+	rewriteStore(t, dir, func(st *storeState) {
+		st.Groups["g"][future] = "x"
+		st.Groups["h"] = map[string]string{future: "y"}
+		st.Broker["share.coordinator.future.config"] = "1"
+		st.Broker[keyWriteTimeoutMs] = "100"
+	})
+	r := openFixture(t, dir, staticOf(t))
+	if w := r.logs.FilterMessageSnippet("ignoring a stored").Len(); w != 4 {
+		t.Fatalf("%d warnings about ignored stored values, want 4", w)
+	}
+	for _, res := range []AlterResource{
+		groupRes("g", del(future)),
+		groupRes("h", del(future)),
+		brokerRes(del("share.coordinator.future.config"), del(keyWriteTimeoutMs)),
+		groupRes("g", del("share.never.set")),
+		groupRes("g", del(keyBrokerDeliveryCountLimit)),
+	} {
+		r.mustAlter(t, res)
+	}
+	st := readStore(t, dir)
+	if len(st.Broker) != 0 || len(st.Groups) != 1 || len(st.Groups["g"]) != 1 || st.Groups["g"][keyDeliveryCountLimit] != "6" {
+		t.Fatalf("store after the deletes: broker %v, groups %v; want no broker values and only g's %s=6",
+			st.Broker, st.Groups, keyDeliveryCountLimit)
+	}
+	if got := r.m.DeliveryCountLimit("g"); got != 6 {
+		t.Fatalf("g's delivery count limit = %d, want 6", got)
+	}
+}
