@@ -45,7 +45,8 @@ type Synonym struct {
 //
 // For a group key set on the group, Value is the stored override, EffectiveValue the value in
 // use and Source GROUP_CONFIG; for an unset group key both are the inherited value (its broker
-// synonym's value in force, or the built-in default) and Source is DEFAULT_CONFIG. Synonyms list
+// synonym's value in force, or the built-in default) and Source is where that value comes from
+// (the broker synonym's source, or DEFAULT_CONFIG), as in Kafka. Synonyms list
 // the GROUP_CONFIG entry if set, then the broker synonym's layers (DYNAMIC_BROKER_CONFIG,
 // STATIC_BROKER_CONFIG, DEFAULT_CONFIG, those that exist, the one in force first), or, for a
 // key without synonym, its DEFAULT_CONFIG entry. For broker keys, Source is where the value in
@@ -151,8 +152,13 @@ func (m *Manager) describeGroupKey(v *view, g *groupValues, p int, synonyms, doc
 		Source: SourceDefaultConfig, Sensitive: d.hidden(), Type: d.Type,
 	}
 	stored, set := g.stored[d.Name]
-	if set {
+	switch {
+	case set:
 		c.Value, c.Source = masked(d, stored), SourceGroupConfig
+	case d.Synonym != "":
+		// As in Kafka (ConfigHelper.createGroupConfigEntry): the source of the first synonym,
+		// where the inherited value comes from.
+		c.Source = v.broker.source[m.sch.index[d.Synonym]]
 	}
 	if synonyms {
 		if set {

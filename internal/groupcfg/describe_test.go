@@ -24,12 +24,21 @@ func TestDescribeGroup(t *testing.T) {
 				{Name: keyBrokerDeliveryCountLimit, Value: "5", Source: SourceDefaultConfig},
 			},
 		}},
+		// As in Kafka (ConfigHelper.createGroupConfigEntry), the source of an unset key is that of
+		// the first synonym: where the inherited value comes from.
 		{"unset, inherits a dynamic synonym", "g", keyGroupSnapshotLimit, DescribedConfig{
-			Name: keyGroupSnapshotLimit, Value: "800", EffectiveValue: "800", Source: SourceDefaultConfig, Type: TypeInt,
+			Name: keyGroupSnapshotLimit, Value: "800", EffectiveValue: "800", Source: SourceDynamicBrokerConfig, Type: TypeInt,
 			Synonyms: []Synonym{
 				{Name: keySnapshotCeiling, Value: "800", Source: SourceDynamicBrokerConfig},
 				{Name: keySnapshotCeiling, Value: "1000", Source: SourceStaticBrokerConfig},
 				{Name: keySnapshotCeiling, Value: "500", Source: SourceDefaultConfig},
+			},
+		}},
+		{"unset, inherits a static synonym", "other", keyDeliveryCountLimit, DescribedConfig{
+			Name: keyDeliveryCountLimit, Value: "6", EffectiveValue: "6", Source: SourceStaticBrokerConfig, Type: TypeInt,
+			Synonyms: []Synonym{
+				{Name: keyBrokerDeliveryCountLimit, Value: "6", Source: SourceStaticBrokerConfig},
+				{Name: keyBrokerDeliveryCountLimit, Value: "5", Source: SourceDefaultConfig},
 			},
 		}},
 		{"unset, inherits a default synonym", "g", keyRecordLocks, DescribedConfig{

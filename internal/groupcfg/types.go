@@ -89,7 +89,7 @@ const (
 	SourceGroupConfig         ConfigSource = 8 // a per-group override (GROUP resource)
 	SourceDynamicBrokerConfig ConfigSource = 2 // altered at run time on the BROKER resource
 	SourceStaticBrokerConfig  ConfigSource = 4 // properties file, environment or --override
-	SourceDefaultConfig       ConfigSource = 5 // the built-in default (or, for a group key, inherited)
+	SourceDefaultConfig       ConfigSource = 5 // the built-in default (of the key, or of an unset group key's broker synonym)
 )
 
 // String returns Kafka's name of the source, e.g. "DYNAMIC_BROKER_CONFIG".
@@ -108,7 +108,9 @@ func (s ConfigSource) String() string {
 }
 
 // ResourceType is the kind of resource an admin request addresses (Kafka's ConfigResource.Type ids).
-type ResourceType int8
+// It is as wide as the API's enum, so that a value the API does not define stays undefined here
+// instead of wrapping onto a defined one.
+type ResourceType int32
 
 // Resource types.
 const (
@@ -131,8 +133,9 @@ func (r ResourceType) String() string {
 }
 
 // Operation is an IncrementalAlterConfigs operation (Kafka's AlterConfigOp.OpType ids plus one, as
-// in the sharecoord.v1 ConfigOperation enum whose zero value is UNSPECIFIED).
-type Operation int8
+// in the sharecoord.v1 ConfigOperation enum whose zero value is UNSPECIFIED). As wide as the API's
+// enum, for the reason given at ResourceType.
+type Operation int32
 
 // Operations.
 const (

@@ -87,7 +87,7 @@ func TestIncrementalAlterConfigs(t *testing.T) {
 		source pb.ConfigSource
 	}{
 		{"300", pb.ConfigSource_CONFIG_SOURCE_GROUP_CONFIG},
-		{"800", pb.ConfigSource_CONFIG_SOURCE_DEFAULT_CONFIG},
+		{"800", pb.ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER_CONFIG}, // inherited from the dynamic ceiling, as Kafka reports it
 		{"800", pb.ConfigSource_CONFIG_SOURCE_DYNAMIC_BROKER_CONFIG},
 	}
 	for i, r := range desc.GetResults() {
@@ -142,5 +142,46 @@ func TestAlterIsAtomicPerResource(t *testing.T) {
 	}
 	if got := ts.cfg.DeliveryCountLimit("good"); got != 4 {
 		t.Errorf("good group's delivery count limit = %d, want 4", got)
+	}
+}
+
+// TestUnknownEnumValues: resource types and operations the API does not define are refused and
+// echoed as sent, never folded onto a defined one (the API's enums are 32-bit; 288 is GROUP (32)
+// plus 256 and 257 is SET (1) plus 256).
+func TestUnknownEnumValues(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx := ctxT(t)
+	resp, err := ts.config.IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{Resources: []*pb.AlterConfigsResource{
+		alter(pb.ResourceType(288), "g1", pb.ConfigOperation_CONFIG_OPERATION_SET, "share.delivery.count.limit", proto.String("7")),
+		alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g2", pb.ConfigOperation(257), "share.delivery.count.limit", proto.String("7")),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		typ  pb.ResourceType
+		code pb.ErrorCode
+	}{
+		{pb.ResourceType(288), pb.ErrorCode_ERROR_CODE_INVALID_REQUEST},
+		{pb.ResourceType_RESOURCE_TYPE_GROUP, pb.ErrorCode_ERROR_CODE_INVALID_CONFIG},
+	} {
+		if got := resp.GetResponses()[i]; got.GetResourceType() != want.typ || got.GetErrorCode() != want.code {
+			t.Errorf("alter %d: %v, want resource type %d and %v", i, got, want.typ, want.code)
+		}
+	}
+	for _, g := range []string{"g1", "g2"} {
+		if got := ts.cfg.DeliveryCountLimit(g); got != 5 {
+			t.Errorf("%s's delivery count limit = %d, want the default 5 (nothing applied)", g, got)
+		}
+	}
+	desc, err := ts.config.DescribeConfigs(ctx, &pb.DescribeConfigsRequest{Resources: []*pb.DescribeConfigsResource{
+		{ResourceType: pb.ResourceType(288), ResourceName: "g1"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := desc.GetResults()[0]; got.GetResourceType() != pb.ResourceType(288) ||
+		got.GetErrorCode() != pb.ErrorCode_ERROR_CODE_INVALID_REQUEST || len(got.GetConfigs()) != 0 {
+		t.Errorf("describe of resource type 288: %v, want INVALID_REQUEST", got)
 	}
 }
