@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -87,13 +89,17 @@ func (g grant) allows(principal string) bool {
 	return ok
 }
 
-// NewAuthorizer returns an Authorizer granting the permissions of cfg.
+// NewAuthorizer returns an Authorizer granting the permissions of cfg. Its refusals are logged at
+// warn, sampled per message (every one of the first 100 a second, then one in 100), so that a
+// client repeating a refused call cannot flood the log.
 func NewAuthorizer(logger *zap.Logger, cfg AuthorizerConfig) *Authorizer {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
 	a := &Authorizer{
-		logger: logger,
+		logger: logger.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
+			return zapcore.NewSamplerWithOptions(core, time.Second, 100, 100)
+		})),
 		grants: map[Permission]grant{
 			PermissionClusterAction:   newGrant(cfg.ClusterAction),
 			PermissionAlterConfigs:    newGrant(cfg.AlterConfigs),

@@ -406,3 +406,20 @@ func TestKafkaWildcardPrincipal(t *testing.T) {
 		t.Errorf("User:* without a principal: %v, want UNAUTHENTICATED", err)
 	}
 }
+
+// TestRefusalLogIsSampled: a client that repeats a refused call cannot flood the log: the
+// authorizer's warnings are sampled like the call log (every one of the first 100 a second, then
+// one in 100).
+func TestRefusalLogIsSampled(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	unary := NewAuthorizer(zap.New(core), AuthorizerConfig{}).Unary()
+	info := &grpc.UnaryServerInfo{FullMethod: "/sharecoord.v1.ShareCoordinatorService/WriteShareGroupState"}
+	for range 10000 {
+		if _, err := unary(context.Background(), nil, info, nil); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("unauthenticated call: %v", err)
+		}
+	}
+	if n := logs.FilterMessage("call refused: client not authenticated").Len(); n < 100 || n > 300 {
+		t.Fatalf("10000 refused calls logged %d lines, want 100 and then one in 100", n)
+	}
+}
