@@ -377,7 +377,7 @@ func Definitions() []Definition {
 			Name: keyGRPCKeepaliveMinTimeMs, Type: TypeLong, Default: "10000", Validator: Between(0, maxDurationMs),
 			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
 			Doc: "Keepalive enforcement: the shortest interval in milliseconds at which a client may send keepalive " +
-				"pings; a client that pings more often is disconnected.",
+				"pings; a client that pings more often is disconnected. 0 allows any interval.",
 		},
 		{
 			Name: keyGRPCKeepaliveTimeMs, Type: TypeLong, Default: "60000", Validator: Between(1000, maxDurationMs),

@@ -22,12 +22,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
-// ServerOptions configures the gRPC server. Zero values mean gRPC's defaults.
+// ServerOptions configures the gRPC server. Zero values mean gRPC's defaults, except for
+// KeepaliveMinTime.
 type ServerOptions struct {
 	// Registerer receives the gRPC server metrics (grpc_server_handled_total, ...); nil → none.
 	Registerer prometheus.Registerer
@@ -36,7 +38,7 @@ type ServerOptions struct {
 	// MaxConcurrentStreams bounds the calls in flight on one client connection.
 	MaxConcurrentStreams uint32
 	// KeepaliveMinTime is the shortest ping interval a client may use; faster clients are
-	// disconnected (keepalive enforcement).
+	// disconnected (keepalive enforcement). Zero permits any interval (not gRPC's default).
 	KeepaliveMinTime time.Duration
 	// KeepaliveTime and KeepaliveTimeout: the server pings an idle connection after
 	// KeepaliveTime and closes it if no answer comes within KeepaliveTimeout.
@@ -57,27 +59,45 @@ type Server struct {
 	calls  unaryCalls
 }
 
-// unaryCalls counts the unary calls being handled, so that a drain can tell when only streams
-// (health watches, which never end by themselves) are left.
+// unaryCalls counts the calls being handled that are not streams, so that a drain can tell when
+// only streams (health watches, which never end by themselves) are left. A call counts from the
+// moment its headers arrive (a stats handler's Begin) to its end, including while its request
+// message is still being received, which no interceptor sees; a streaming call stops counting
+// once the stream interceptors run it.
 type unaryCalls struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed when n drops to 0; nil until someone waits
 }
 
-func (u *unaryCalls) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (u *unaryCalls) add(d int) {
 	u.mu.Lock()
-	u.n++
-	u.mu.Unlock()
-	defer func() {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		if u.n--; u.n == 0 && u.idle != nil {
-			close(u.idle)
-			u.idle = nil
-		}
-	}()
-	return handler(ctx, req)
+	defer u.mu.Unlock()
+	if u.n += d; u.n == 0 && u.idle != nil {
+		close(u.idle)
+		u.idle = nil
+	}
+}
+
+// HandleRPC counts every call from its start to its end (stats.Handler).
+func (u *unaryCalls) HandleRPC(_ context.Context, s stats.RPCStats) {
+	switch s.(type) {
+	case *stats.Begin:
+		u.add(1)
+	case *stats.End:
+		u.add(-1)
+	}
+}
+
+func (u *unaryCalls) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (u *unaryCalls) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (u *unaryCalls) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// stream takes a streaming call out of the count while it runs.
+func (u *unaryCalls) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	u.add(-1)
+	defer u.add(1)
+	return handler(srv, ss)
 }
 
 // done returns a channel closed once no unary call is being handled.
@@ -137,7 +157,6 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 
 	s := &Server{health: health.NewServer()}
 	unary := []grpc.UnaryServerInterceptor{
-		s.calls.intercept,
 		srvMetrics.UnaryServerInterceptor(),
 		selector.UnaryServerInterceptor(unaryCallLogger(callLogger), notHealth),
 	}
@@ -146,6 +165,7 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 	}
 	unary = append(unary, limitElements, validator.UnaryServerInterceptor(), recovery.UnaryServerInterceptor(recoveryOpt))
 	stream := []grpc.StreamServerInterceptor{
+		s.calls.stream,
 		srvMetrics.StreamServerInterceptor(),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(rpcLogger, logOpts...), notHealth),
 	}
@@ -158,9 +178,11 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 		grpc.ForceServerCodecV2(newCodec()), // invalid UTF-8 → INVALID_ARGUMENT naming the field (codec.go)
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.StatsHandler(&s.calls),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime(opts.KeepaliveMinTime), PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: opts.KeepaliveTime, Timeout: opts.KeepaliveTimeout}),
 		grpc.NumStreamWorkers(streamWorkers),
+		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 	}
 	if opts.MaxRecvMsgBytes > 0 {
 		serverOpts = append(serverOpts, grpc.MaxRecvMsgSize(opts.MaxRecvMsgBytes))
@@ -308,4 +330,22 @@ func interceptorLogger(l *zap.Logger) logging.Logger {
 			l.Error(msg, zf...)
 		}
 	})
+}
+
+// MaxHeaderListBytes bounds the metadata (HTTP/2 header list) of one call. The server announces
+// it: gRPC clients fail a call with more themselves, and a client that sends more anyway is
+// disconnected. Headers are not flow-controlled and a call holds its metadata while it runs, so
+// gRPC's own bound (16 MiB) let one connection whose streams send headers and no message pin
+// 16 MiB times grpc.max.concurrent.streams. Clients send a few hundred bytes (grpc-java accepts
+// 8 KiB by default).
+const MaxHeaderListBytes = 64 << 10
+
+// keepaliveMinTime is the keepalive enforcement's minimum for d: gRPC reads a zero minimum as its
+// default of five minutes, which would disconnect clients that ping more often than that, while
+// grpc.keepalive.min.time.ms=0 means that any interval is allowed.
+func keepaliveMinTime(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Nanosecond
+	}
+	return d
 }
