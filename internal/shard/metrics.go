@@ -126,7 +126,8 @@ type shardMetrics struct {
 	keys        prometheus.Gauge
 	reloads     prometheus.Counter
 	status      [numStates]prometheus.Gauge
-	groups      map[string]*[numKinds]prometheus.Counter
+	groups      map[string]*[numKinds]prometheus.Counter // groups with a label of their own
+	other       *[numKinds]prometheus.Counter            // the __other__ bucket's, once resolved
 }
 
 func newShardMetrics(m *Metrics, partition int) *shardMetrics {
@@ -166,16 +167,30 @@ func (sm *shardMetrics) setStatus(st State) {
 	}
 }
 
-// group returns the counters of group (resolving its label once per shard).
+// group returns the counters of group, resolving a labeled group's once per shard. Only groups
+// with a label of their own are remembered (at most the label cap): the __other__ bucket takes any
+// number of group ids, which a map of them would keep forever.
 func (sm *shardMetrics) group(group string) *[numKinds]prometheus.Counter {
 	if c, ok := sm.groups[group]; ok {
 		return c
 	}
 	label := sm.m.groupLabel(group)
+	if label == otherGroup {
+		if sm.other == nil {
+			sm.other = sm.counters(otherGroup)
+		}
+		return sm.other
+	}
+	c := sm.counters(label)
+	sm.groups[group] = c
+	return c
+}
+
+// counters binds the group counters of label.
+func (sm *shardMetrics) counters(label string) *[numKinds]prometheus.Counter {
 	c := new([numKinds]prometheus.Counter)
 	for k := recordKind(0); k < numKinds; k++ {
 		c[k] = sm.m.groups.WithLabelValues(label, k.String())
 	}
-	sm.groups[group] = c
 	return c
 }

@@ -569,6 +569,11 @@ func TestShardMetrics(t *testing.T) {
 			t.Errorf("%v: got %v, want %v", c.lv, got, c.want)
 		}
 	}
+	// Group ids past the cap are counted, not remembered: a client inventing group ids cannot grow
+	// the shard's memory through its metrics.
+	if n := len(s.metrics.groups); n != 2 {
+		t.Errorf("the shard remembers %d groups' counters, want the 2 labeled ones", n)
+	}
 	if got := metricValue(t, m.bytes.WithLabelValues("7", "tombstone")); got <= 0 {
 		t.Errorf("tombstone bytes %v", got)
 	}
