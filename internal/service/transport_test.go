@@ -269,7 +269,18 @@ func TestShutdownWaitsForRequestStillArriving(t *testing.T) {
 
 	c.startCall(1, "/sharecoord.v1.ShareCoordinatorService/WriteShareGroupState")
 	c.write(func(fr *http2.Framer) error { return fr.WriteData(1, false, frame[:half]) })
-	time.Sleep(50 * time.Millisecond) // the server has the headers and half the message
+	// Wait until the server has the headers (and, on the way, half the message).
+	for began := time.Now(); ; time.Sleep(time.Millisecond) {
+		srv.calls.mu.Lock()
+		n := srv.calls.n
+		srv.calls.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Since(began) > 10*time.Second {
+			t.Fatal("the server never saw the call start")
+		}
+	}
 
 	drained := make(chan bool, 1)
 	go func() {
