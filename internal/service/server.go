@@ -333,11 +333,11 @@ func interceptorLogger(l *zap.Logger) logging.Logger {
 }
 
 // MaxHeaderListBytes bounds the metadata (HTTP/2 header list) of one call. The server announces
-// it: gRPC clients fail a call with more themselves, and a client that sends more anyway is
-// disconnected. Headers are not flow-controlled and a call holds its metadata while it runs, so
-// gRPC's own bound (16 MiB) let one connection whose streams send headers and no message pin
-// 16 MiB times grpc.max.concurrent.streams. Clients send a few hundred bytes (grpc-java accepts
-// 8 KiB by default).
+// it: gRPC clients fail a call with more themselves, and a call that brings more anyway is reset
+// (RST_STREAM), the headers past the bound not kept. Headers are not flow-controlled and a call
+// holds its metadata while it runs, so gRPC's own bound (16 MiB) let one connection whose streams
+// send headers and no message pin 16 MiB times grpc.max.concurrent.streams. Clients send a few
+// hundred bytes (grpc-java accepts 8 KiB by default).
 const MaxHeaderListBytes = 64 << 10
 
 // keepaliveMinTime is the keepalive enforcement's minimum for d: gRPC reads a zero minimum as its
