@@ -211,9 +211,3 @@ func decodeOffsetFile(b []byte, magic uint32, what string) (int64, string) {
 	}
 	return int64(off), ""
 }
-
-func encodeStartFile(b []byte, off int64) { encodeOffsetFile(b, startMagic, off) }
-
-func decodeStartFile(b []byte) (int64, string) {
-	return decodeOffsetFile(b, startMagic, "log-start offset file")
-}

@@ -260,34 +260,22 @@ func (in *inspector) endsBeforeCut(path string, at, end int64) error {
 // can have been interrupted, so damage at the tail is corruption, not a torn tail. A file that
 // cannot be read as one is left unused (st.badClean) and the log is judged as after a crash.
 func (in *inspector) useCleanEnd(st *dirState) error {
-	path := in.path(cleanFileName)
-	err := withFile(in.fs, path, func(f File, size int64) error {
-		if size != startFileSize {
-			st.badClean = fmt.Sprintf("%s has %d bytes, want %d", cleanFileName, size, startFileSize)
-			return nil
-		}
-		var b [startFileSize]byte
-		if _, err := f.ReadAt(b[:], 0); err != nil {
-			return fmt.Errorf("statelog: read %s: %w", path, err)
-		}
-		off, reason := decodeOffsetFile(b[:], cleanMagic, cleanFileName+" file")
-		switch {
-		case reason != "":
-			st.badClean = reason
-		case off < st.start:
-			// One of the two files is wrong; the checks of a log without it tell which.
-			st.badClean = fmt.Sprintf("%s offset %d is below the log-start offset %d", cleanFileName, off, st.start)
-		default:
-			in.cut, in.clean = off, true
-		}
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
+	off, reason, err := readOffsetFile(in.fs, in.path(cleanFileName), cleanMagic, cleanFileName+" file")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		// Gone since the listing: a server opening the log removed it (dump-log of a live
 		// directory). The log is read as one that is open.
-		return nil
+	case err != nil:
+		return err
+	case reason != "":
+		st.badClean = reason
+	case off < st.start:
+		// One of the two files is wrong; the checks of a log without it tell which.
+		st.badClean = fmt.Sprintf("%s offset %d is below the log-start offset %d", cleanFileName, off, st.start)
+	default:
+		in.cut, in.clean = off, true
 	}
-	return err
+	return nil
 }
 
 // pastCleanEnd reports records past the end offset of the clean-end file, which a log opened
@@ -313,22 +301,29 @@ func (in *inspector) pastCleanEnd(st *dirState) error {
 // readStartFile reads the persisted log-start offset of the log in dir.
 func readStartFile(fsys FS, dir string) (int64, error) {
 	path := filepath.Join(dir, startFileName)
-	var off int64
-	err := withFile(fsys, path, func(f File, size int64) error {
+	off, reason, err := readOffsetFile(fsys, path, startMagic, "log-start offset file")
+	if err == nil && reason != "" {
+		err = &CorruptionError{Segment: path, Reason: reason, kind: damageStart}
+	}
+	return off, err
+}
+
+// readOffsetFile reads the offset file at path (see encodeOffsetFile); reason says why its
+// content is unusable, err reports an I/O failure.
+func readOffsetFile(fsys FS, path string, magic uint32, what string) (off int64, reason string, err error) {
+	err = withFile(fsys, path, func(f File, size int64) error {
 		if size != startFileSize {
-			return &CorruptionError{Segment: path, Reason: fmt.Sprintf("log-start offset file has %d bytes, want %d", size, startFileSize), kind: damageStart}
+			reason = fmt.Sprintf("%s has %d bytes, want %d", what, size, startFileSize)
+			return nil
 		}
 		var b [startFileSize]byte
 		if _, err := f.ReadAt(b[:], 0); err != nil {
 			return fmt.Errorf("statelog: read %s: %w", path, err)
 		}
-		var reason string
-		if off, reason = decodeStartFile(b[:]); reason != "" {
-			return &CorruptionError{Segment: path, Reason: reason, kind: damageStart}
-		}
+		off, reason = decodeOffsetFile(b[:], magic, what)
 		return nil
 	})
-	return off, err
+	return off, reason, err
 }
 
 // isRollRemnant reports whether the newest segment is what an interrupted roll leaves: a
@@ -387,12 +382,12 @@ func (in *inspector) verifySegment(seg *segment, next int64, allowTorn bool, cut
 			if bad == nil && fr.hdr.base != next {
 				bad = &badFrame{pos: pos, reason: fmt.Sprintf("frame base offset %d, expected %d", fr.hdr.base, next)}
 			}
-			if bad == nil && cut >= 0 && next+int64(fr.hdr.count) > cut && in.clean {
-				return &CorruptionError{Segment: seg.path, Offset: pos, kind: damageClean,
-					Reason: fmt.Sprintf("the frame holds offsets [%d, %d), across offset %d where the log ended when it was last closed (%s)",
-						next, next+int64(fr.hdr.count), cut, cleanFileName)}
-			}
 			if bad == nil && cut >= 0 && next+int64(fr.hdr.count) > cut {
+				if in.clean {
+					return &CorruptionError{Segment: seg.path, Offset: pos, kind: damageClean,
+						Reason: fmt.Sprintf("the frame holds offsets [%d, %d), across offset %d where the log ended when it was last closed (%s)",
+							next, next+int64(fr.hdr.count), cut, cleanFileName)}
+				}
 				return fmt.Errorf("statelog: cannot truncate %s after offset %d: the frame at byte %d holds offsets [%d, %d)",
 					seg.path, cut, pos, next, next+int64(fr.hdr.count))
 			}

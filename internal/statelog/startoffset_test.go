@@ -134,7 +134,7 @@ func TestStartOffsetFileProblems(t *testing.T) {
 	writeStart := func(off int64) func(t *testing.T, dir string) {
 		return func(t *testing.T, dir string) {
 			var b [startFileSize]byte
-			encodeStartFile(b[:], off)
+			encodeOffsetFile(b[:], startMagic, off)
 			if err := os.WriteFile(filepath.Join(dir, startFileName), b[:], 0o644); err != nil {
 				t.Fatal(err)
 			}
