@@ -42,8 +42,10 @@ func newDriver(s *shard.Shard, cfg Config) *driver {
 // the shard wrote by itself, such as cold-partition snapshots).
 func (d *driver) writes() int64 {
 	var batches int64
-	for _, p := range append(append([]*workload.Partition(nil), d.parts...), d.idle...) {
-		batches += p.Batches()
+	for _, ps := range [][]*workload.Partition{d.parts, d.idle} {
+		for _, p := range ps {
+			batches += p.Batches()
+		}
 	}
 	return batches / int64(d.perWrite)
 }
