@@ -32,7 +32,8 @@
 // with exponential backoff (RetryBackoff up to MaxRetryBackoff), except after log corruption, which
 // needs an operator's repair, and after a failed file-system sync of a SyncGroup or a load that
 // could not sync what it found (statelog.ErrNotDurable), which need the page cache dropped and
-// the process restarted. An operation
+// the process restarted. A failed file-system sync fails every shard of its SyncGroup at once,
+// idle ones included (statelog.SyncGroup.Failed). An operation
 // whose commit takes longer than WriteTimeout answers COORDINATOR_NOT_AVAILABLE; its records stay
 // applied, as in Kafka.
 //

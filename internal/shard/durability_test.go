@@ -378,9 +378,10 @@ func TestShardSyncGroupManyPartitions(t *testing.T) {
 	}
 }
 
-// A failed file-system sync fails every partition of the group for good: the write in flight
-// and every later one get COORDINATOR_NOT_AVAILABLE, the partitions end Failed without retrying,
-// and each logs at ERROR that the process must be restarted.
+// A failed file-system sync fails every partition of the group for good, the idle ones at once
+// rather than at their next use of the log: the write in flight and every later call get
+// COORDINATOR_NOT_AVAILABLE, the partitions end Failed without retrying, and each logs at ERROR
+// that the process must be restarted.
 func TestShardSyncGroupFailure(t *testing.T) {
 	dataDir, fsys, g := newOSSyncGroup(t)
 	core, logs := observer.New(zapcore.ErrorLevel)
@@ -401,6 +402,12 @@ func TestShardSyncGroupFailure(t *testing.T) {
 		t.Fatalf("write whose sync failed: %+v", r)
 	}
 	fsys.SetInjector(nil) // later syncs would succeed: the group must not trust them
+	for p, s := range shards[1:] {
+		waitState(t, s, Failed) // without a call of their own
+		if err := s.WaitLoaded(ctx); !errors.Is(err, statelog.ErrSyncFailed) {
+			t.Fatalf("partition %d: %v, want it failed with ErrSyncFailed", p+1, err)
+		}
+	}
 	for p, s := range shards {
 		if p > 0 {
 			if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {

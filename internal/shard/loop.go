@@ -30,10 +30,7 @@ func (s *Shard) run() {
 			wait := backoff
 			switch {
 			case errors.Is(err, statelog.ErrSyncFailed):
-				// The kernel reported a lost write-back once; nothing in this process can tell
-				// which writes of which partition it took.
-				s.logger.Error("state partition failed: a file-system sync of the data directory failed; "+
-					"drop the page cache (or restart the machine), then restart the process to reload every state partition from disk", zap.Error(err))
+				s.logSyncFailed(err)
 				wait = -1
 			case errors.Is(err, statelog.ErrNotDurable):
 				// A retry would read the bytes whose sync failed from the page cache and trust
@@ -60,6 +57,16 @@ func (s *Shard) run() {
 		if s.serve() {
 			return
 		}
+		if err := s.syncLost; err != nil {
+			// Another partition's file-system sync failed while this one had nothing unsynced:
+			// fail now, as every partition must until the restart, instead of at the next use
+			// of the log, so that /readyz and the alerts name every partition at once.
+			s.logSyncFailed(err)
+			s.setStatus(Failed, err, 0)
+			s.waitFailed(-1)
+			s.shutdown()
+			return
+		}
 		// A commit failed: the batch may be on disk (even only in the page cache, its
 		// write-back failed) without having been acknowledged. The reload cuts the log back to
 		// where it was last durable, so that the batch can never reappear.
@@ -81,6 +88,14 @@ func (s *Shard) run() {
 			}
 		}
 	}
+}
+
+// logSyncFailed logs why a partition failed after a failed file-system sync of its sync group.
+func (s *Shard) logSyncFailed(err error) {
+	// The kernel reported a lost write-back once; nothing in this process can tell which writes
+	// of which partition it took.
+	s.logger.Error("state partition failed: a file-system sync of the data directory failed; "+
+		"drop the page cache (or restart the machine), then restart the process to reload every state partition from disk", zap.Error(err))
 }
 
 // maxAppendBackoff bounds the wait between reloads after failed appends, so that a partition
@@ -233,7 +248,8 @@ func (s *Shard) shutdown() {
 	s.setStatus(Closed, s.closeLog(), 0)
 }
 
-// serve applies operations until the shard is closed (true) or a commit failed (false: reload).
+// serve applies operations until the shard is closed (true) or a commit failed or the log's
+// sync group failed (false: reload, or fail for good when s.syncLost is set).
 // The prune and cold-snapshot jobs run on this goroutine between batches and are rescheduled once
 // they finish, as Kafka's timers are.
 func (s *Shard) serve() bool {
@@ -241,8 +257,13 @@ func (s *Shard) serve() bool {
 	coldT := newJobTimer(s.opts.ColdSnapshotInterval)
 	defer pruneT.stop()
 	defer coldT.stop()
+	syncFailed := s.opts.Log.SyncGroup.Failed()
 	for {
 		select {
+		case <-syncFailed:
+			// Between commits everything appended is durable: there is nothing to cut.
+			s.syncLost = s.opts.Log.SyncGroup.Err()
+			return false
 		case o := <-s.ops:
 			if !s.commitOps(o, false) {
 				return false

@@ -124,6 +124,9 @@ type Shard struct {
 	// failure, shown in the Loading status while the log is reloaded.
 	durableEnd *int64
 	appendErr  error
+	// syncLost is the error of the log's sync group when it failed while this shard was idle:
+	// the shard fails for good without a reload.
+	syncLost error
 
 	// Mirrors for Stats and LastRedundantOffset, updated after each commit.
 	keys       atomic.Int64

@@ -40,12 +40,13 @@ type SyncGroup struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	started  uint64 // rounds started
-	finished uint64 // rounds finished
-	running  bool   // a round is running
-	waiting  int    // callers waiting for a round to finish
-	failed   error  // the first failed sync; the group is poisoned
-	failedAt uint64 // the round that failed
+	started  uint64        // rounds started
+	finished uint64        // rounds finished
+	running  bool          // a round is running
+	waiting  int           // callers waiting for a round to finish
+	failed   error         // the first failed sync; the group is poisoned
+	failedAt uint64        // the round that failed
+	failedC  chan struct{} // closed when failed is set
 	closed   bool
 }
 
@@ -70,7 +71,7 @@ func NewSyncGroup(logger *zap.Logger, dir string, opts SyncGroupOptions) (*SyncG
 	if err != nil {
 		return nil, fmt.Errorf("statelog: sync group for %s: %w", dir, err)
 	}
-	g := &SyncGroup{logger: logger.With(zap.String("dir", dir)), dir: dir, sys: sys, metrics: opts.Metrics}
+	g := &SyncGroup{logger: logger.With(zap.String("dir", dir)), dir: dir, sys: sys, metrics: opts.Metrics, failedC: make(chan struct{})}
 	g.cond = sync.NewCond(&g.mu)
 	return g, nil
 }
@@ -118,6 +119,7 @@ func (g *SyncGroup) runRoundLocked() {
 	g.finished = round
 	if err != nil && g.failed == nil {
 		g.failed, g.failedAt = err, round
+		close(g.failedC)
 		g.logger.Error("file-system sync of the state logs failed: every state partition refuses writes "+
 			"until the process is restarted (data written before the failure may be lost; drop the page cache, then restart the process to reread what is on disk)",
 			zap.Error(err))
@@ -144,6 +146,15 @@ func (g *SyncGroup) Err() error {
 		return g.closedError()
 	}
 	return nil
+}
+
+// Failed returns a channel that is closed when a sync fails, so that a log's owner can stop
+// without waiting for its next append. A nil group's channel is nil (never ready).
+func (g *SyncGroup) Failed() <-chan struct{} {
+	if g == nil {
+		return nil
+	}
+	return g.failedC
 }
 
 // Syncs returns how many file-system syncs the group has made.

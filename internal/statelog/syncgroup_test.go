@@ -218,8 +218,8 @@ func TestSyncGroupRoundStartsAfterTheCall(t *testing.T) {
 	}
 }
 
-// The first failed sync poisons the group: its callers and every later one fail with
-// ErrSyncFailed wrapping the cause, no further sync runs, logs of the group fail before writing
+// The first failed sync poisons the group: Failed() is closed, its callers and every later one
+// fail with ErrSyncFailed wrapping the cause, no further sync runs, logs of the group fail before writing
 // anything, and no log can join. A caller whose round succeeded before the failure succeeds.
 func TestSyncGroupPoisoned(t *testing.T) {
 	s := newFakeSyncer(true)
@@ -236,10 +236,20 @@ func TestSyncGroupPoisoned(t *testing.T) {
 	if err := <-a; err != nil {
 		t.Fatalf("a caller whose round succeeded: %v", err)
 	}
+	select {
+	case <-g.Failed():
+		t.Fatal("Failed() closed after a round that succeeded")
+	default:
+	}
 	<-s.entered
 	s.release <- struct{}{}
 	if err := <-b; !errors.Is(err, ErrSyncFailed) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("caller of the failed round: %v, want ErrSyncFailed wrapping EIO", err)
+	}
+	select {
+	case <-g.Failed():
+	default:
+		t.Fatal("Failed() not closed after the failed round")
 	}
 	for range 3 {
 		if err := g.Sync(); !errors.Is(err, ErrSyncFailed) || !errors.Is(err, syscall.EIO) {
