@@ -18,7 +18,8 @@ func lessThanChecks() []lessThan {
 
 // crossCheck checks the relations between broker keys that start-up requires (Kafka's
 // ShareGroupConfig and GroupCoordinatorConfig checks): for every group key with a synonym and
-// bounds, min ≤ default ≤ max; and every lessThanChecks relation. Keys whose own value is invalid
+// bounds, min ≤ max (reported alone when violated) and min ≤ default ≤ max; and every
+// lessThanChecks relation. Keys whose own value is invalid
 // (valid[i] false) are skipped, so that one bad value is reported once.
 func crossCheck(sch *schema, st *brokerState, valid map[int]bool) []Problem {
 	var problems []Problem
@@ -42,6 +43,16 @@ func crossCheck(sch *schema, st *brokerState, valid map[int]bool) []Problem {
 	for _, gi := range sch.group {
 		g := &sch.defs[gi]
 		if g.Synonym == "" || !isNumeric(g.Type) || !ok(g.Synonym) {
+			continue
+		}
+		if g.MinKey != "" && g.MaxKey != "" && ok(g.MinKey, g.MaxKey) && st.num(g.MinKey) > st.num(g.MaxKey) {
+			// No default can lie within empty bounds: say so once, not as the default's fault.
+			key, origin := blame(g.MinKey, g.MaxKey)
+			problems = append(problems, Problem{
+				Key: key, Value: st.vals[sch.index[key]].text, Source: origin, kind: problemRelation,
+				Message: fmt.Sprintf("%s=%d is above %s=%d: no value of %s could lie within these bounds; lower %s or raise %s",
+					g.MinKey, st.num(g.MinKey), g.MaxKey, st.num(g.MaxKey), g.Name, g.MinKey, g.MaxKey),
+			})
 			continue
 		}
 		def := st.num(g.Synonym)
