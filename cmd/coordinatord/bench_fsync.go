@@ -64,11 +64,11 @@ func newBenchFsyncCommand(e env) *cobra.Command {
 			"files in turn, as a server's writes go to the logs of its state partitions; with --preallocate\n" +
 			"each file's blocks are allocated (fallocate) before the samples, which then write inside it.",
 		Args: args(cobra.NoArgs),
-		RunE: func(_ *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
 				return badConfig(err)
 			}
-			res, err := diskprobe.SyncLatency(f.dir, f.probe)
+			res, err := diskprobe.SyncLatency(cmd.Context(), f.dir, f.probe)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -83,7 +84,7 @@ func newBenchLoadCommand(e env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return checkLoadTargets(e, f, rep)
+			return checkLoadTargets(cmd.Context(), e, f, rep)
 		},
 	}
 	fs := cmd.Flags()
@@ -114,7 +115,7 @@ func writeLoadReport(e env, f *loadFlags, rep *loadgen.Report) error {
 
 // checkLoadTargets prints how the run compares with the targets that apply to its shape. It only
 // informs: the exit status says whether the run worked, not whether a target was met.
-func checkLoadTargets(e env, f *loadFlags, rep *loadgen.Report) error {
+func checkLoadTargets(ctx context.Context, e env, f *loadFlags, rep *loadgen.Report) error {
 	if f.output == "json" {
 		return nil
 	}
@@ -131,7 +132,7 @@ func checkLoadTargets(e env, f *loadFlags, rep *loadgen.Report) error {
 	if f.fsyncDir == "" {
 		return nil
 	}
-	res, err := diskprobe.SyncLatency(f.fsyncDir, diskprobe.SyncProbe{Samples: f.fsyncSamples, Bytes: fsyncProbeBytes})
+	res, err := diskprobe.SyncLatency(ctx, f.fsyncDir, diskprobe.SyncProbe{Samples: f.fsyncSamples, Bytes: fsyncProbeBytes})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,8 +46,8 @@ func newDumpLogCommand(e env) *cobra.Command {
 			"partition in order, each line then also carries state_partition). It only reads, so it is\n" +
 			"safe on a running server's data (a record being written may be left out).",
 		Args: args(cobra.ExactArgs(1)),
-		RunE: func(_ *cobra.Command, a []string) error {
-			return dumpLog(e, a[0])
+		RunE: func(cmd *cobra.Command, a []string) error {
+			return dumpLog(cmd.Context(), e, a[0])
 		},
 	}
 }
@@ -99,8 +100,8 @@ func dumpBatches(in []shard.StateBatch) []dumpBatch {
 
 // dumpLog prints every record under path, reading each log once. Records that do not decode are
 // printed with an error and make the command fail at the end; log corruption stops it there,
-// after the records before the damage.
-func dumpLog(e env, path string) error {
+// after the records before the damage. It stops, with ctx's error, when ctx ends (SIGINT).
+func dumpLog(ctx context.Context, e env, path string) error {
 	logger, err := newLogger(e.stderr, "warn")
 	if err != nil {
 		return err
@@ -117,6 +118,9 @@ func dumpLog(e env, path string) error {
 	bad := 0
 	dumpOne := func(dir string, sp *int) error {
 		return statelog.Scan(logger, dir, statelog.Options{}, func(offset int64, b []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			line := decodeForDump(offset, b)
 			line.StatePartition = sp
 			if line.Error != "" {

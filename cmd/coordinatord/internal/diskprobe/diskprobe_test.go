@@ -1,6 +1,7 @@
 package diskprobe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +18,7 @@ func TestSyncLatency(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("files=%d/preallocate=%v", p.Files, p.Preallocate), func(t *testing.T) {
 			dir := t.TempDir()
-			res, err := SyncLatency(dir, p)
+			res, err := SyncLatency(context.Background(), dir, p)
 			if p.Preallocate && errors.Is(err, errors.ErrUnsupported) {
 				t.Skipf("no fallocate here: %v", err)
 			}
@@ -44,18 +45,42 @@ func TestSyncLatency(t *testing.T) {
 	}
 }
 
+// An interrupted probe stops before its next sample, returns the context's error and removes
+// its scratch files (the command runs in the server's data directory).
+func TestSyncLatencyStopsWhenInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	// Without the interruption this takes 100 000 × 1 ms: minutes.
+	_, err := SyncLatency(ctx, dir, SyncProbe{Samples: 100_000, Bytes: 128, Idle: time.Millisecond, Files: 3})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want the context's error, got %v", err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("the probe took %v to notice the interruption", took)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("scratch files were left behind: %v", entries)
+	}
+}
+
 // A missing directory (whose parent exists) is created for the probe, reported, and removed; one
 // whose parent is missing too is refused.
 func TestSyncLatencyMissingDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "probe")
-	res, err := SyncLatency(dir, SyncProbe{Samples: 5, Bytes: 128})
+	res, err := SyncLatency(context.Background(), dir, SyncProbe{Samples: 5, Bytes: 128})
 	if err != nil || !res.Created {
 		t.Fatalf("SyncLatency in a missing directory: %+v, %v; want a result that says it created it", res, err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the directory created for the probe is still there (%v)", err)
 	}
-	if _, err := SyncLatency(filepath.Join(t.TempDir(), "not", "there"), SyncProbe{Samples: 5, Bytes: 128}); err == nil {
+	if _, err := SyncLatency(context.Background(), filepath.Join(t.TempDir(), "not", "there"), SyncProbe{Samples: 5, Bytes: 128}); err == nil {
 		t.Fatal("SyncLatency under a missing parent succeeded")
 	}
 }
@@ -78,7 +103,7 @@ func TestSyncLatencyRejectsBadInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := SyncLatency(tc.dir, SyncProbe{Samples: tc.n, Bytes: tc.size, Idle: tc.idle}); err == nil {
+			if _, err := SyncLatency(context.Background(), tc.dir, SyncProbe{Samples: tc.n, Bytes: tc.size, Idle: tc.idle}); err == nil {
 				t.Fatal("want an error")
 			}
 		})

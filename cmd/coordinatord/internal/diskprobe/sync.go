@@ -1,6 +1,7 @@
 package diskprobe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -42,7 +43,8 @@ type SyncResult struct {
 // server with one call in flight; with 0 the syncs run back to back. The scratch files are
 // removed afterwards. A missing dir is created for the probe (its parent must exist) and removed
 // after it, and the result says so: a mistyped path measures whatever disk holds its parent.
-func SyncLatency(dir string, p SyncProbe) (SyncResult, error) {
+// When ctx ends it stops before the next sample, removes its files and returns ctx's error.
+func SyncLatency(ctx context.Context, dir string, p SyncProbe) (SyncResult, error) {
 	p.Files = max(p.Files, 1)
 	if p.Samples <= 0 || p.Bytes <= 0 || p.Idle < 0 {
 		return SyncResult{}, fmt.Errorf("sync probe: want samples > 0, bytes > 0 and idle >= 0, got %d, %d and %v", p.Samples, p.Bytes, p.Idle)
@@ -87,6 +89,9 @@ func SyncLatency(dir string, p SyncProbe) (SyncResult, error) {
 	}
 	syncH, pairH := latency.New(), latency.New()
 	for i := range p.Samples {
+		if err := ctx.Err(); err != nil {
+			return SyncResult{}, fmt.Errorf("sync probe: stopped after %d of %d samples: %w", i, p.Samples, err)
+		}
 		if p.Idle > 0 {
 			time.Sleep(p.Idle)
 		}
