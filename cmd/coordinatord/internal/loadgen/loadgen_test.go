@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -213,6 +214,53 @@ func TestRunCountsFailures(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "write failures: COORDINATOR_NOT_AVAILABLE=") {
 		t.Fatalf("markdown lacks the failure causes:\n%s", md.String())
+	}
+	// No write succeeded: the row has no latencies, rather than latencies of 0.
+	if !strings.Contains(md.String(), "| – | – | – | – | – |") || strings.Contains(md.String(), "0.0µs") {
+		t.Fatalf("markdown shows latencies for a phase without a successful call:\n%s", md.String())
+	}
+}
+
+// TestRunInterrupted: the calls cut by an interruption (SIGINT ends the run's context) are not
+// failures of the server, and the report says how much of the window was recorded.
+func TestRunInterrupted(t *testing.T) {
+	addr := startServer(t, true, nil)
+	cfg := Config{Target: addr, Connections: 2, Concurrency: 8, Keys: 4, BatchesPerWrite: 1,
+		Duration: time.Minute, GroupID: "g", Phases: []Kind{KindHealth}}
+	// Cancelled as SIGINT cancels the command's context (a deadline would fail calls by itself).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(500*time.Millisecond, cancel)
+	rep, err := Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want the run stopped by its context, got %v", err)
+	}
+	h := rep.Phases[0]
+	if h.Calls == 0 || h.Errors != 0 || len(h.ErrorCauses) != 0 {
+		t.Fatalf("want calls and no failures (the calls cut by the interruption are not the server's), got %+v", h)
+	}
+	if h.Elapsed <= 0 || h.Elapsed >= cfg.Duration {
+		t.Fatalf("recorded window %v, want the part of %v before the interruption", h.Elapsed, cfg.Duration)
+	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "health was interrupted after ") {
+		t.Fatalf("markdown does not say the phase was interrupted:\n%s", md.String())
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(200*time.Millisecond, cancel)
+	cfg.Warmup = time.Minute
+	rep, _ = Run(ctx, cfg)
+	md.Reset()
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "health was interrupted in its warm-up") || strings.Contains(md.String(), "0.0µs") {
+		t.Fatalf("markdown of a run interrupted in its warm-up:\n%s", md.String())
 	}
 }
 

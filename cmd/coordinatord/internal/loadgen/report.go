@@ -22,8 +22,23 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Phases {
 		l := p.Latency
+		lat := func(d time.Duration) string {
+			if l.Count == 0 {
+				return "–" // no successful call: no latency, not a latency of 0
+			}
+			return latency.Format(d)
+		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %s |\n", p.Kind, p.Calls, p.Errors, p.Throughput(),
-			latency.Format(l.P50), latency.Format(l.P90), latency.Format(l.P99), latency.Format(l.P999), latency.Format(l.Max))
+			lat(l.P50), lat(l.P90), lat(l.P99), lat(l.P999), lat(l.Max))
+	}
+	for _, p := range r.Phases {
+		switch {
+		case p.Elapsed <= 0:
+			fmt.Fprintf(&b, "\n%s was interrupted in its warm-up: nothing was recorded\n", p.Kind)
+		case p.Elapsed != c.Duration:
+			fmt.Fprintf(&b, "\n%s was interrupted after %v of its %v recorded window; its row covers that time only\n",
+				p.Kind, p.Elapsed.Round(time.Millisecond), c.Duration)
+		}
 	}
 	if q, ok := r.Ratios(); ok {
 		fmt.Fprintf(&b, "| write ÷ health | | | %.3f | %.2f | %.2f | %.2f | %.2f | |\n", q.Throughput, q.P50, q.P90, q.P99, q.P999)

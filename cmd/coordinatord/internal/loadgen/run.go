@@ -66,11 +66,11 @@ type Ratios struct {
 }
 
 // Ratios returns write ÷ health for throughput and latency percentiles; false unless both phases
-// ran and completed calls.
+// ran and completed calls successfully.
 func (r *Report) Ratios() (Ratios, bool) {
 	w, ok1 := r.Phase(KindWrite)
 	h, ok2 := r.Phase(KindHealth)
-	if !ok1 || !ok2 || h.Throughput() == 0 || h.Latency.P50 == 0 {
+	if !ok1 || !ok2 || h.Throughput() == 0 || h.Latency.P50 == 0 || w.Latency.Count == 0 {
 		return Ratios{}, false
 	}
 	div := func(a, b time.Duration) float64 {
@@ -202,6 +202,11 @@ func runPhase(ctx context.Context, cfg Config, kind Kind, newCaller func(int) ca
 				cause := c.call(cctx)
 				cancel()
 				finish := time.Now()
+				if ctx.Err() != nil {
+					// The run was interrupted (SIGINT): the call may have been cut by that, which
+					// is no failure of the server's. The phase's window ends here.
+					return
+				}
 				done.Add(1)
 				if cause != "" {
 					failed.Add(1)
