@@ -25,6 +25,9 @@ func runBench(t *testing.T, args ...string) (string, string, int) {
 // anything, with exit status 2 and a message naming the flag.
 func TestBenchFlagValidation(t *testing.T) {
 	out := t.TempDir()
+	if err := os.WriteFile(filepath.Join(out, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -52,6 +55,10 @@ func TestBenchFlagValidation(t *testing.T) {
 		{"load without concurrency", []string{"bench", "load", "--concurrency", "0"}, []string{"concurrency 0"}},
 		{"load unknown phase", []string{"bench", "load", "--phases", "health,read"}, []string{"unknown phase \"read\""}},
 		{"load bad output", []string{"bench", "load", "--output", "xml"}, []string{"--output \"xml\""}},
+		{"load with no phase", []string{"bench", "load", "--phases", ""}, []string{"--phases: want at least one"}},
+		{"load probe dir under a missing parent", []string{"bench", "load", "--fsync-dir", filepath.Join(out, "not", "there")},
+			[]string{"--fsync-dir", "no such file or directory"}},
+		{"load probe dir a file", []string{"bench", "load", "--fsync-dir", filepath.Join(out, "file")}, []string{"--fsync-dir", "is not a directory"}},
 		{"fsync without dir", []string{"bench", "fsync"}, []string{"--dir"}},
 		{"fsync no samples", []string{"bench", "fsync", "--dir", out, "--samples", "0"}, []string{"--samples 0"}},
 		{"fsync idle too long", []string{"bench", "fsync", "--dir", out, "--idle", "2s"}, []string{"--idle 2s"}},
