@@ -212,7 +212,11 @@ wait:
 	}
 	full.Store(true)
 	<-allDone
-	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+	if err := ctx.Err(); err != nil {
+		// Interrupted: every writer's call in flight failed with it; one line says it all.
+		return 0, fmt.Errorf("interrupted after %d of %d bytes: %w", size(), spec.Bytes, err)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return 0, err
 	}
 	total := size()

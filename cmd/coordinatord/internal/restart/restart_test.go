@@ -2,6 +2,7 @@ package restart
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,5 +123,22 @@ func TestGenerateRefusesForeignDirectory(t *testing.T) {
 	}
 	if !Generated(fresh, smallSpec()) {
 		t.Fatal("the regenerated directory is not recognized")
+	}
+}
+
+// An interruption in the middle of a generation is one error, not one per writer whose call it
+// cut (with the default --concurrency, 256 lines of COORDINATOR_NOT_AVAILABLE).
+func TestGenerateInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	spec := smallSpec()
+	spec.Bytes = 1 << 40 // never reached
+	time.AfterFunc(300*time.Millisecond, cancel)
+	_, err := Generate(ctx, zaptest.NewLogger(t), filepath.Join(t.TempDir(), "bench"), spec, 16, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want the interruption, got %v", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "interrupted after") {
+		t.Fatalf("want one line saying the generation was interrupted, got:\n%s", msg)
 	}
 }
