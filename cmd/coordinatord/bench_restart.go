@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -31,8 +32,13 @@ func (f *restartFlags) validate() (restart.Spec, error) {
 	spec := f.spec
 	var errs []error
 	n, err := parseBytes(f.bytes)
-	if err != nil {
+	switch {
+	case err != nil:
 		errs = append(errs, fmt.Errorf("--bytes: %w", err))
+		n = 1 << 20 // one error for the flag, not a second one from spec.Validate
+	case n >= math.MaxInt64:
+		errs = append(errs, fmt.Errorf("--bytes %s: want at most %d", f.bytes, int64(math.MaxInt64)))
+		n = 1 << 20
 	}
 	spec.Bytes = int64(n)
 	if f.dataDir == "" {

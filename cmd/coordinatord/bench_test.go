@@ -67,6 +67,9 @@ func TestBenchFlagValidation(t *testing.T) {
 			[]string{"--preallocate", "1 GiB"}},
 		{"restart without data dir", []string{"bench", "restart"}, []string{"--data-dir"}},
 		{"restart bad bytes", []string{"bench", "restart", "--data-dir", out, "--bytes", "-3"}, []string{"--bytes"}},
+		{"restart bytes past int64", []string{"bench", "restart", "--data-dir", out, "--bytes", "1e30"}, []string{"--bytes 1e30: want at most"}},
+		{"restart more partitions than a server takes", []string{"bench", "restart", "--data-dir", out, "--partitions", "100000"},
+			[]string{"num.partitions=100000 is out of range"}},
 		{"unknown bench", []string{"bench", "nope"}, []string{"nope"}},
 		{"bench without a subcommand", []string{"bench"}, []string{"bench needs a subcommand"}},
 	}

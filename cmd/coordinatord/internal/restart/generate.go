@@ -38,6 +38,8 @@ func (s Spec) Validate() error {
 	var errs []error
 	if s.Partitions < 1 {
 		errs = append(errs, fmt.Errorf("partitions %d: want at least 1", s.Partitions))
+	} else if _, err := brokerDefaults(s.Partitions); err != nil {
+		errs = append(errs, fmt.Errorf("partitions %d: not a partition count a server accepts: %w", s.Partitions, err))
 	}
 	if s.Bytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("bytes %d: want at least 1 MiB", s.Bytes))
