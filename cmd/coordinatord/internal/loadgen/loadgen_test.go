@@ -274,3 +274,20 @@ func TestRunStopsWhenNotServing(t *testing.T) {
 		t.Fatalf("want a wait-for-serving error, got %v", err)
 	}
 }
+
+// More callers than histograms: they share them, and every successful call is recorded once.
+func TestRunManyCallersShareHistograms(t *testing.T) {
+	addr := startServer(t, true, nil)
+	cfg := Config{Target: addr, Connections: 2, Concurrency: 3*maxHistograms + 5, Keys: 1, BatchesPerWrite: 1,
+		Duration: 300 * time.Millisecond, GroupID: "g", Phases: []Kind{KindHealth}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rep.Phases[0]
+	if h.Calls == 0 || h.Errors != 0 || h.Latency.Count != h.Calls {
+		t.Fatalf("want every counted call's latency recorded once, got %d calls, %d errors, %d latencies", h.Calls, h.Errors, h.Latency.Count)
+	}
+}

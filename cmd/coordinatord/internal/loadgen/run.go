@@ -167,9 +167,26 @@ type caller interface {
 	call(ctx context.Context) string
 }
 
+// maxHistograms bounds the latency histograms of a phase. One costs ~220 KB (1 ns to a minute at
+// three significant digits), so one per caller made --concurrency 10000 cost gigabytes; callers
+// beyond this many share them, under a lock held only to record one value.
+const maxHistograms = 64
+
+// sharedHistogram is a latency histogram some of a phase's callers record into.
+type sharedHistogram struct {
+	mu sync.Mutex
+	h  *latency.Histogram
+}
+
+func (s *sharedHistogram) record(d time.Duration) {
+	s.mu.Lock()
+	s.h.Record(d)
+	s.mu.Unlock()
+}
+
 // worker is the part of a phase one goroutine owns.
 type worker struct {
-	hist   *latency.Histogram
+	hist   *sharedHistogram
 	calls  int64
 	errors int64
 	causes map[string]int64
@@ -186,10 +203,14 @@ func runPhase(ctx context.Context, cfg Config, kind Kind, newCaller func(int) ca
 	clock.end = clock.recordFrom.Add(cfg.Duration)
 
 	var done, failed atomic.Int64 // every call, warm-up included, for the progress line
+	hists := make([]*sharedHistogram, min(cfg.Concurrency, maxHistograms))
+	for i := range hists {
+		hists[i] = &sharedHistogram{h: latency.New()}
+	}
 	workers := make([]*worker, cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i := range workers {
-		w := &worker{hist: latency.New(), causes: map[string]int64{}}
+		w := &worker{hist: hists[i%len(hists)], causes: map[string]int64{}}
 		workers[i] = w
 		c := newCaller(i)
 		wg.Go(func() {
@@ -220,7 +241,7 @@ func runPhase(ctx context.Context, cfg Config, kind Kind, newCaller func(int) ca
 					w.causes[cause]++
 					continue
 				}
-				w.hist.Record(finish.Sub(start))
+				w.hist.record(finish.Sub(start))
 			}
 		})
 	}
@@ -230,8 +251,10 @@ func runPhase(ctx context.Context, cfg Config, kind Kind, newCaller func(int) ca
 
 	res := PhaseResult{Kind: kind, Elapsed: cfg.Duration, ErrorCauses: map[string]int64{}}
 	hist := latency.New()
+	for _, h := range hists {
+		hist.Merge(h.h)
+	}
 	for _, w := range workers {
-		hist.Merge(w.hist)
 		res.Calls += w.calls
 		res.Errors += w.errors
 		for c, n := range w.causes {
