@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -83,8 +84,9 @@ func (c Config) Validate() error {
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency %d: want at least 1", c.Concurrency))
 	}
-	if c.Keys < 1 {
-		errs = append(errs, fmt.Errorf("keys %d: want at least 1", c.Keys))
+	if c.Keys < 1 || c.Keys > math.MaxInt32+1 {
+		// The share partitions are numbered 0 to keys-1, and a partition number is an int32.
+		errs = append(errs, fmt.Errorf("keys %d: want 1 to %d", c.Keys, math.MaxInt32+1))
 	}
 	if c.BatchesPerWrite < 1 {
 		errs = append(errs, fmt.Errorf("batches per write %d: want at least 1", c.BatchesPerWrite))

@@ -97,6 +97,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "no connections", mutate: func(c *Config) { c.Connections = 0 }, wantErr: "connections 0"},
 		{name: "no concurrency", mutate: func(c *Config) { c.Concurrency = 0 }, wantErr: "concurrency 0"},
 		{name: "no keys", mutate: func(c *Config) { c.Keys = 0 }, wantErr: "keys 0"},
+		{name: "keys past int32 partition numbers", mutate: func(c *Config) { c.Keys = 1<<31 + 1 }, wantErr: "keys 2147483649: want 1 to 2147483648"},
 		{name: "no batches", mutate: func(c *Config) { c.BatchesPerWrite = 0 }, wantErr: "batches per write 0"},
 		{name: "no duration", mutate: func(c *Config) { c.Duration = 0 }, wantErr: "duration 0s"},
 		{name: "negative warm-up", mutate: func(c *Config) { c.Warmup = -time.Second }, wantErr: "warm-up -1s"},
