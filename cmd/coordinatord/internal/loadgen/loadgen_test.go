@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
@@ -213,8 +215,9 @@ func TestRunCountsFailures(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(md.String(), "write failures: COORDINATOR_NOT_AVAILABLE=") {
-		t.Fatalf("markdown lacks the failure causes:\n%s", md.String())
+	if !strings.Contains(md.String(), "write failures: COORDINATOR_NOT_AVAILABLE=") ||
+		!strings.Contains(md.String(), "calls/s and the latencies only the successful ones") {
+		t.Fatalf("markdown lacks the failure causes or what its columns count:\n%s", md.String())
 	}
 	// No write succeeded: the row has no latencies, rather than latencies of 0.
 	if !strings.Contains(md.String(), "| – | – | – | – | – |") || strings.Contains(md.String(), "0.0µs") {
@@ -290,5 +293,22 @@ func TestRunManyCallersShareHistograms(t *testing.T) {
 	h := rep.Phases[0]
 	if h.Calls == 0 || h.Errors != 0 || h.Latency.Count != h.Calls {
 		t.Fatalf("want every counted call's latency recorded once, got %d calls, %d errors, %d latencies", h.Calls, h.Errors, h.Latency.Count)
+	}
+}
+
+// The ratio row belongs to the table: notes about an interrupted phase come after it.
+func TestMarkdownRatioRowEndsTheTable(t *testing.T) {
+	lat := latency.Summary{Count: 10, P50: time.Millisecond, P90: time.Millisecond, P99: time.Millisecond, P999: time.Millisecond, Max: time.Millisecond}
+	rep := &Report{Config: Config{Duration: time.Second}, Phases: []PhaseResult{
+		{Kind: KindHealth, Calls: 10, Elapsed: time.Second, Latency: lat},
+		{Kind: KindWrite, Calls: 10, Elapsed: 300 * time.Millisecond, Latency: lat},
+	}}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\| write \|.*\n\| write ÷ health \|`).MatchString(md.String()) ||
+		!strings.Contains(md.String(), "write was interrupted after 300ms") {
+		t.Fatalf("the ratio row does not follow the write row, or the note is missing:\n%s", md.String())
 	}
 }

@@ -31,6 +31,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %s |\n", p.Kind, p.Calls, p.Errors, p.Throughput(),
 			lat(l.P50), lat(l.P90), lat(l.P99), lat(l.P999), lat(l.Max))
 	}
+	if q, ok := r.Ratios(); ok {
+		fmt.Fprintf(&b, "| write ÷ health | | | %.3f | %.2f | %.2f | %.2f | %.2f | |\n", q.Throughput, q.P50, q.P90, q.P99, q.P999)
+	}
 	for _, p := range r.Phases {
 		switch {
 		case p.Elapsed <= 0:
@@ -40,8 +43,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				p.Kind, p.Elapsed.Round(time.Millisecond), c.Duration)
 		}
 	}
-	if q, ok := r.Ratios(); ok {
-		fmt.Fprintf(&b, "| write ÷ health | | | %.3f | %.2f | %.2f | %.2f | %.2f | |\n", q.Throughput, q.P50, q.P90, q.P99, q.P999)
+	for _, p := range r.Phases {
+		if p.Errors > 0 {
+			b.WriteString("\ncalls and errors count every call of the recorded window; calls/s and the latencies only the successful ones\n")
+			break
+		}
 	}
 	for _, p := range r.Phases {
 		if len(p.ErrorCauses) == 0 {
