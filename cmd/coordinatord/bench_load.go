@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +13,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
@@ -31,6 +37,7 @@ type loadFlags struct {
 	quiet        bool
 	fsyncDir     string
 	fsyncSamples int
+	tls          loadTLS
 }
 
 func (f *loadFlags) config() (loadgen.Config, error) {
@@ -59,6 +66,11 @@ func (f *loadFlags) config() (loadgen.Config, error) {
 			errs = append(errs, fmt.Errorf("--fsync-dir: %w", err))
 		}
 	}
+	opts, err := f.tls.dialOptions()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg.DialOptions = opts
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -99,7 +111,12 @@ func newBenchLoadCommand(e env) *cobra.Command {
 			"recorded. It prints throughput, p50/p90/p99/p99.9 latency and errors per phase and their ratios.\n" +
 			"With --fsync-dir (the server's data directory, same machine) the Markdown report of a run with\n" +
 			"both phases also gives --fsync-samples fdatasync latencies there and checks the write-latency\n" +
-			"target: write p50 <= 1.2 x (health p50 + fdatasync p50).",
+			"target: write p50 <= 1.2 x (health p50 + fdatasync p50).\n\n" +
+			"A server with tls.enabled=true needs --tls (or any --tls-* flag): --tls-ca-file when its\n" +
+			"certificate is not signed by a CA of this system, --tls-cert-file and --tls-key-file when it\n" +
+			"requires client certificates (tls.client.auth=required).\n\n" +
+			"The exit status is 1 when a recorded call failed (the report shows the causes): such figures\n" +
+			"do not describe a working server. A missed target does not change the exit status.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config()
@@ -113,12 +130,18 @@ func newBenchLoadCommand(e env) *cobra.Command {
 				cfg.Progress = e.stderr
 			}
 			rep, err := loadgen.Run(cmd.Context(), cfg)
+			if status.Code(err) == codes.Unavailable && cfg.DialOptions == nil {
+				err = fmt.Errorf("%w (a server with tls.enabled=true needs --tls)", err)
+			}
 			if rep != nil && len(rep.Phases) > 0 {
 				if werr := writeLoadReport(e, f, rep); werr != nil && err == nil {
 					err = werr
 				}
 			}
 			if err != nil {
+				return err
+			}
+			if err := failedCalls(rep); err != nil {
 				return err
 			}
 			return checkLoadTargets(cmd.Context(), e, f, rep)
@@ -140,7 +163,67 @@ func newBenchLoadCommand(e env) *cobra.Command {
 	fs.StringVar(&f.output, "output", "markdown", "report format: markdown or json")
 	fs.StringVar(&f.fsyncDir, "fsync-dir", "", "also measure fdatasync in this directory (the server's --data-dir) and check the p50 target (Markdown output, both phases)")
 	fs.IntVar(&f.fsyncSamples, "fsync-samples", 2000, "fdatasync samples for --fsync-dir")
+	fs.BoolVar(&f.tls.enabled, "tls", false, "connect with TLS (implied by every other --tls-* flag)")
+	fs.StringVar(&f.tls.caFile, "tls-ca-file", "", "PEM file of the CA certificates that verify the server's certificate (default: the system's)")
+	fs.StringVar(&f.tls.certFile, "tls-cert-file", "", "PEM file of the client certificate, for a server that requires one (with --tls-key-file)")
+	fs.StringVar(&f.tls.keyFile, "tls-key-file", "", "PEM file of the client certificate's private key")
+	fs.StringVar(&f.tls.serverName, "tls-server-name", "", "name the server's certificate must carry (default: the host of --target)")
 	return cmd
+}
+
+// failedCalls is the error of a run in which recorded calls failed, nil when none did.
+func failedCalls(rep *loadgen.Report) error {
+	var calls, failed int64
+	for _, p := range rep.Phases {
+		calls += p.Calls
+		failed += p.Errors
+	}
+	if failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d recorded calls failed (causes above): the figures do not describe a working server", failed, calls)
+}
+
+// loadTLS are the TLS flags of `bench load`.
+type loadTLS struct {
+	enabled                               bool
+	caFile, certFile, keyFile, serverName string
+}
+
+// dialOptions returns the client's transport credentials: nil (plaintext) unless a TLS flag is
+// set.
+func (t loadTLS) dialOptions() ([]grpc.DialOption, error) {
+	if !t.enabled && t.caFile == "" && t.certFile == "" && t.keyFile == "" && t.serverName == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}
+	var errs []error
+	if t.caFile != "" {
+		pem, err := os.ReadFile(t.caFile)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--tls-ca-file: %w", err))
+		default:
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				errs = append(errs, fmt.Errorf("--tls-ca-file %s: no PEM certificate in it", t.caFile))
+			}
+		}
+	}
+	switch {
+	case (t.certFile == "") != (t.keyFile == ""):
+		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file: give both or neither"))
+	case t.certFile != "":
+		cert, err := tls.LoadX509KeyPair(t.certFile, t.keyFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--tls-cert-file, --tls-key-file: %w", err))
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))}, nil
 }
 
 func writeLoadReport(e env, f *loadFlags, rep *loadgen.Report) error {

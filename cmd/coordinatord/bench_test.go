@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/loadgen"
 )
 
 // runBench runs the command line in this process and returns stdout, stderr and the exit status.
@@ -223,5 +225,45 @@ func TestBenchLoadAgainstServer(t *testing.T) {
 		"--warmup", "0s", "--output", "json", "--quiet")
 	if code != exitOK || !strings.Contains(stdout, "\"kind\": \"write\"") || stderr != "" {
 		t.Fatalf("json run: exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// bench load reaches a server that requires client certificates with the --tls-* flags, says
+// what is missing when they are left out, and refuses half a key pair.
+func TestBenchLoadOverMutualTLS(t *testing.T) {
+	fx := newSecurityFixture(t)
+	p := startSecureProc(t, t.TempDir(), fx.clientTLS(t, brokerSubject()), fx.args("required", authzArgs()...)...)
+	dir := t.TempDir()
+	ca := writeCAFile(t, fx.ca, dir, "server-ca.pem")
+	cert, key := filepath.Join(dir, "broker.pem"), filepath.Join(dir, "broker-key.pem")
+	writeKeyPair(t, fx.ca.Issue(t, *brokerSubject(), false), cert, key)
+	run := []string{"bench", "load", "--target", p.grpcAddr, "--concurrency", "2", "--connections", "1", "--keys", "4",
+		"--duration", "200ms", "--warmup", "0s", "--quiet"}
+
+	stdout, stderr, code := runBench(t, append(run, "--tls-ca-file", ca, "--tls-cert-file", cert, "--tls-key-file", key,
+		"--tls-server-name", "localhost")...)
+	if code != exitOK || !strings.Contains(stdout, "| write |") {
+		t.Fatalf("with client certificate: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if _, stderr, code = runBench(t, run...); code != exitFailure || !strings.Contains(stderr, "needs --tls") {
+		t.Fatalf("plaintext against TLS: exit %d, stderr:\n%s", code, stderr)
+	}
+	if _, stderr, code = runBench(t, append(run, "--tls-cert-file", cert)...); code != exitBadConfig || !strings.Contains(stderr, "give both or neither") {
+		t.Fatalf("certificate without key: exit %d, stderr:\n%s", code, stderr)
+	}
+	if _, stderr, code = runBench(t, append(run, "--tls-ca-file", key)...); code != exitBadConfig || !strings.Contains(stderr, "no PEM certificate") {
+		t.Fatalf("CA file without a certificate: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// A run whose recorded calls failed exits 1, after the report.
+func TestFailedCallsFailTheRun(t *testing.T) {
+	rep := &loadgen.Report{Phases: []loadgen.PhaseResult{{Kind: loadgen.KindHealth, Calls: 10}, {Kind: loadgen.KindWrite, Calls: 7}}}
+	if err := failedCalls(rep); err != nil {
+		t.Fatalf("no failed call: %v", err)
+	}
+	rep.Phases[1].Errors = 3
+	if err := failedCalls(rep); err == nil || !strings.Contains(err.Error(), "3 of 17 recorded calls failed") {
+		t.Fatalf("3 failed calls: %v", err)
 	}
 }

@@ -109,6 +109,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		conns[i] = c
 	}
 	defer closeAll(conns)
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "waiting for %s to report SERVING (at most %v)\n", cfg.Target, readyTimeout)
+	}
 	if err := waitServing(ctx, conns[0]); err != nil {
 		return nil, fmt.Errorf("wait for %s to serve: %w", cfg.Target, err)
 	}
