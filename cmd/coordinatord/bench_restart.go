@@ -126,5 +126,14 @@ func printRestart(e env, spec restart.Spec, results []restart.Result) {
 	}
 	slices.Sort(ratios)
 	fmt.Fprintf(e.stdout, "\nmedian restart ÷ read = %.2f (min %.2f, max %.2f; target <= %.1f)\n",
-		ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], targetRestartRatio)
+		median(ratios), ratios[0], ratios[len(ratios)-1], targetRestartRatio)
+}
+
+// median of sorted values (the mean of the middle two of an even count); at least one value.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }

@@ -267,3 +267,14 @@ func TestFailedCallsFailTheRun(t *testing.T) {
 		t.Fatalf("3 failed calls: %v", err)
 	}
 }
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{1.4}, 1.4}, {[]float64{1.2, 1.6}, 1.4}, {[]float64{1, 2, 9}, 2}, {[]float64{1, 2, 3, 9}, 2.5}} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
