@@ -20,10 +20,9 @@
 // AppendLingerMs (-1: whatever is already queued; 0: none; >0: keep collecting up to that long),
 // capped by MaxBatchRecords and MaxBatchBytes. It applies them in order against the current state
 // (later operations see earlier ones' effects, as Kafka's uncommitted timeline state), appends all
-// their records as one statelog batch (one fsync; records past the caps, which one operation such
-// as the cold-snapshot job can produce, go in further batches), and only then answers every
-// operation of the batch, including reads and summaries, which therefore never return state that
-// is not durable.
+// their records as one statelog batch (one fsync; records past the caps go in further batches),
+// and only then answers every operation of the batch, including reads and summaries, which
+// therefore never return state that is not durable.
 //
 // If the append fails, every operation of the batch gets COORDINATOR_NOT_AVAILABLE, and the shard
 // drops its state, closes and reopens its log (recovery truncates the unacknowledged tail) and
@@ -39,7 +38,13 @@
 //
 // The prune job (Kafka's setupRecordPruning) and the cold-partition snapshot job (Kafka's
 // snapshotColdPartitions) run on the shard goroutine between batches every PruneInterval and
-// ColdSnapshotInterval, and on demand through Prune and SnapshotColdPartitions.
+// ColdSnapshotInterval, and on demand through Prune and SnapshotColdPartitions. Kafka writes all
+// of a cold-snapshot job's records as one operation; here the job commits them at most one group
+// commit's worth (MaxBatchRecords, MaxBatchBytes) at a time, and operations queued meanwhile are
+// committed between those chunks, so that a state partition of many keys neither stalls its
+// writes past the write timeout nor holds every snapshot in memory at once. A key that an
+// operation between chunks deleted or gave a fresh snapshot is skipped; the others get a copy of
+// their state as it is when their chunk is written.
 //
 // # Record format
 //

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
 	"go.uber.org/zap"
@@ -278,40 +279,85 @@ func (m *machine) delete(r *DeleteRequest, p *pending) Result {
 	return Result{}
 }
 
-// snapshotCold is snapshotColdPartitions: unless every key's latest snapshot is itself a
-// cold snapshot (the shard is quiet), re-snapshot every key whose last snapshot is at least the
-// interval old, keeping createTimestamp. Keys are visited in map-key order so the output is
-// deterministic. It returns the number of records written.
-func (m *machine) snapshotCold(p *pending) int {
+// coldJob is a cold-partition snapshot job (Kafka's snapshotColdPartitions) in progress: the keys
+// found cold when it started, written a few at a time so that the shard can
+// serve other operations between its commits.
+type coldJob struct {
+	keys    []string
+	next    int   // index in keys of the next key to snapshot
+	now     int64 // the job's clock reading (ms): coldness and the snapshots' write timestamp
+	written int   // snapshot records written so far
+}
+
+// startCold begins snapshotColdPartitions: unless every key's latest snapshot is itself a cold
+// snapshot (the shard is quiet), it collects every key whose last snapshot is at least the
+// interval old. The order is deterministic and oldest snapshot first (the offsets list's), so
+// that a prune between the job's commits can already advance; keys that never had a snapshot (a
+// replayed update without one) come first, in map-key order. It returns nil when there is
+// nothing to write.
+func (m *machine) startCold() *coldJob {
+	now := m.now().UnixMilli()
+	interval := m.coldInterval.Milliseconds()
 	cold := 0
-	for _, e := range m.states {
+	var keys []string
+	for k, e := range m.states {
 		if e.createTS != e.writeTS {
 			cold++
 		}
-	}
-	if cold == len(m.states) {
-		return 0
-	}
-	now := m.now().UnixMilli()
-	interval := m.coldInterval.Milliseconds()
-	var keys []string
-	for k, e := range m.states {
-		if now-e.writeTS >= interval {
+		if e.flags&flagInOffsets == 0 && now-e.writeTS >= interval {
 			keys = append(keys, k)
 		}
 	}
+	if cold == len(m.states) {
+		return nil
+	}
 	sort.Strings(keys)
-	written := 0
-	for _, k := range keys {
+	for e := m.offsets.head; e != nil; e = e.next {
+		if now-e.writeTS >= interval {
+			keys = append(keys, e.key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return &coldJob{keys: keys, now: now}
+}
+
+// coldStep re-snapshots the next keys of j, keeping createTimestamp, until p holds maxRecords
+// records or maxBytes bytes; it reports whether j is done. Operations applied between steps can
+// delete a key or give it a fresh snapshot: such a key is skipped, as the job would not have
+// picked it had it started after them. A key still cold gets a copy of its current state.
+func (m *machine) coldStep(j *coldJob, p *pending, maxRecords, maxBytes int) bool {
+	interval := m.coldInterval.Milliseconds()
+	for ; j.next < len(j.keys) && p.len() < maxRecords && len(p.buf) < maxBytes; j.next++ {
+		k := j.keys[j.next]
 		e := m.states[k]
+		if e == nil || j.now-e.writeTS < interval {
+			continue
+		}
 		v := e.snapshotOf()
 		v.SnapshotEpoch++
-		v.WriteTimestamp = now
+		v.WriteTimestamp = j.now
 		if err := m.writeSnapshot(p, k, e, &v); err != nil {
 			m.logger.Error("cannot write cold snapshot", zap.Stringer("key", keyFromMapKey(k)), zap.Error(err))
 			continue
 		}
-		written++
+		j.written++
 	}
-	return written
+	if j.next < len(j.keys) {
+		return false
+	}
+	j.keys = nil
+	return true
+}
+
+// snapshotCold is snapshotColdPartitions in one go: every record of the job goes to p. It returns
+// the number of records written.
+func (m *machine) snapshotCold(p *pending) int {
+	j := m.startCold()
+	if j == nil {
+		return 0
+	}
+	m.coldStep(j, p, math.MaxInt, math.MaxInt)
+	return j.written
 }

@@ -57,6 +57,8 @@ func (s *Shard) run() {
 		if s.serve() {
 			return
 		}
+		// A cold-snapshot job does not survive the reload; its calls get the append's failure.
+		s.abortCold(appendFailed(s.appendErr))
 		if err := s.syncLost; err != nil {
 			// Another partition's file-system sync failed while this one had nothing unsynced:
 			// fail now, as every partition must until the restart, instead of at the next use
@@ -251,7 +253,8 @@ func (s *Shard) shutdown() {
 // serve applies operations until the shard is closed (true) or a commit failed or the log's
 // sync group failed (false: reload, or fail for good when s.syncLost is set).
 // The prune and cold-snapshot jobs run on this goroutine between batches and are rescheduled once
-// they finish, as Kafka's timers are.
+// they finish, as Kafka's timers are. A cold-snapshot job commits a chunk of its snapshots at a
+// time (see coldChunk), and the operations queued meanwhile get a group commit between chunks.
 func (s *Shard) serve() bool {
 	pruneT := newJobTimer(s.opts.PruneInterval)
 	coldT := newJobTimer(s.opts.ColdSnapshotInterval)
@@ -259,6 +262,26 @@ func (s *Shard) serve() bool {
 	defer coldT.stop()
 	syncFailed := s.opts.Log.SyncGroup.Failed()
 	for {
+		if s.coldTimerDone {
+			s.coldTimerDone = false
+			s.jobFinished(opCold)
+			coldT.reset()
+		}
+		if s.cold != nil {
+			select {
+			case o := <-s.ops:
+				if !s.commitOps(o, false) {
+					return false
+				}
+			case <-s.drain:
+				return s.drainQueued()
+			default:
+			}
+			if s.cold != nil && !s.coldChunk() {
+				return false
+			}
+			continue
+		}
 		select {
 		case <-syncFailed:
 			// Between commits everything appended is durable: there is nothing to cut.
@@ -275,31 +298,51 @@ func (s *Shard) serve() bool {
 			s.jobFinished(opPrune)
 			pruneT.reset()
 		case <-coldT.c():
-			if !s.runCold(nil) {
+			if !s.startCold(nil, true) {
 				return false
 			}
-			s.jobFinished(opCold)
-			coldT.reset()
 		case <-s.drain:
-			for {
-				var o *op
-				select {
-				case o = <-s.ops:
-				default:
-				}
-				if o == nil {
-					break
-				}
-				if !s.commitOps(o, true) {
-					end := s.log.EndOffset()
-					s.durableEnd = &end
-					break // shutdown answers what is left and makes the cut
-				}
-			}
+			return s.drainQueued()
+		}
+	}
+}
+
+// drainQueued is the end of serve once the shard is closing: it commits what is queued and
+// finishes a cold-snapshot job that calls wait for, then shuts down.
+func (s *Shard) drainQueued() bool {
+	ok := true
+	for ok {
+		var o *op
+		select {
+		case o = <-s.ops:
+		default:
+		}
+		switch {
+		case o != nil:
+			ok = s.commitOps(o, true)
+		case s.cold != nil && (len(s.coldWaiters) > 0 || len(s.coldNext) > 0):
+			ok = s.coldChunk()
+		default:
+			s.cold, s.coldByTimer = nil, false // a job that no call waits for is dropped
 			s.shutdown()
 			return true
 		}
 	}
+	end := s.log.EndOffset()
+	s.durableEnd = &end
+	s.abortCold(appendFailed(s.appendErr))
+	s.shutdown() // it answers what is left and makes the cut
+	return true
+}
+
+// abortCold drops the cold-snapshot job under way, if any, answering its calls, and those waiting
+// for the next job, with r.
+func (s *Shard) abortCold(r Result) {
+	for _, o := range append(s.coldWaiters, s.coldNext...) {
+		o.fail(r)
+		close(o.done)
+	}
+	s.cold, s.coldWaiters, s.coldNext, s.coldByTimer = nil, nil, nil, false
 }
 
 // jobFinished tells a test that a timer-driven job ran; it never blocks the shard.
@@ -468,27 +511,70 @@ func (s *Shard) runControl(o *op) bool {
 		return true
 	}
 	if o.kind == opCold {
-		return s.runCold(o)
+		if s.cold != nil {
+			// A job is under way, started before o came: o gets a job of its own once it ends.
+			s.coldNext = append(s.coldNext, o)
+			return true
+		}
+		return s.startCold([]*op{o}, false)
 	}
 	o.n, o.err = s.prune()
 	close(o.done)
 	return true
 }
 
-// runCold writes the cold-partition snapshots (Kafka's snapshotColdPartitions) as one commit; o may
-// be nil (timer).
-func (s *Shard) runCold(o *op) bool {
+// startCold starts a cold-partition snapshot job (Kafka's snapshotColdPartitions) for the calls
+// waiters (and the timer, byTimer) and commits its first chunk. A job with nothing to write
+// answers them at once.
+func (s *Shard) startCold(waiters []*op, byTimer bool) bool {
+	job := s.m.startCold()
+	if job == nil {
+		for _, o := range waiters {
+			close(o.done)
+		}
+		s.coldTimerDone = s.coldTimerDone || byTimer
+		return true
+	}
+	s.cold, s.coldWaiters, s.coldByTimer = job, waiters, byTimer
+	return s.coldChunk()
+}
+
+// coldChunk commits the next chunk of the cold-snapshot job, at most one group commit's worth of
+// records (MaxBatchRecords, MaxBatchBytes), so that the operations queued behind a job over many
+// keys wait for one chunk rather than the whole job, and the job never holds more than a chunk
+// of records in memory. The job's calls are answered with its last chunk; calls that came while
+// it ran then get a job of their own. After a failed append every call of the job, and every
+// call waiting for the next one, gets COORDINATOR_NOT_AVAILABLE.
+func (s *Shard) coldChunk() bool {
+	job := s.cold
 	s.pend.reset(s.log.EndOffset())
 	s.batch = s.batch[:0]
-	n := s.m.snapshotCold(&s.pend)
-	if n > 0 {
-		s.logger.Info("cold-partition snapshots written", zap.Int("records", n))
+	done := s.m.coldStep(job, &s.pend, s.opts.MaxBatchRecords, s.opts.MaxBatchBytes)
+	if done {
+		for _, o := range s.coldWaiters {
+			o.n = int64(job.written)
+			s.batch = append(s.batch, o)
+		}
+		s.coldWaiters = nil
 	}
-	if o != nil {
-		o.n = int64(n)
-		s.batch = append(s.batch, o)
+	if !s.flush() {
+		s.abortCold(appendFailed(s.appendErr))
+		return false
 	}
-	return s.flush()
+	if !done {
+		return true
+	}
+	if job.written > 0 {
+		s.logger.Info("cold-partition snapshots written", zap.Int("records", job.written))
+	}
+	s.cold = nil
+	s.coldTimerDone = s.coldTimerDone || s.coldByTimer
+	s.coldByTimer = false
+	if next := s.coldNext; len(next) > 0 {
+		s.coldNext = nil
+		return s.startCold(next, false)
+	}
+	return true
 }
 
 // prune moves the log-start offset to the last redundant offset (Kafka's prune job).
@@ -517,7 +603,7 @@ func (s *Shard) flush() bool {
 		if err := s.appendPending(); err != nil {
 			s.appendErr = err
 			s.logger.Error("appending to the state log failed; reloading the state partition", zap.Error(err))
-			r := notAvailable("The coordinator is not available: appending to the state log failed: " + storageFailure(err) + ".")
+			r := appendFailed(err)
 			for _, o := range s.batch {
 				o.fail(r)
 				close(o.done)
@@ -532,6 +618,11 @@ func (s *Shard) flush() bool {
 	}
 	s.releaseBatch()
 	return true
+}
+
+// appendFailed is the answer to the operations of a commit whose append failed with err.
+func appendFailed(err error) Result {
+	return notAvailable("The coordinator is not available: appending to the state log failed: " + storageFailure(err) + ".")
 }
 
 // releaseBatch empties the answered batch, dropping its operations (and their requests, which can

@@ -972,3 +972,46 @@ func BenchmarkWriteAtRecordLimit(b *testing.B) {
 		i++
 	}
 }
+
+// A cold-partition snapshot job written in steps skips the keys that operations applied between
+// its steps deleted or gave a fresh snapshot, and copies the current state of the others; it
+// visits the keys oldest snapshot first.
+func TestSnapshotColdInSteps(t *testing.T) {
+	h := newHarness(t, 500)
+	ts := h.clock.Now().UnixMilli()
+	keys := []Key{{"group1", testTopic, 3}, {"group1", testTopic, 1}, {"group1", testTopic, 2}, {"group1", testTopic, 0}}
+	for _, k := range keys {
+		h.replay(coldSnapshot(k, ts))
+	}
+	h.clock.advance(12 * time.Second)
+	j := h.m.startCold()
+	if j == nil || len(j.keys) != 4 {
+		t.Fatalf("job %+v", j)
+	}
+	step := func(max int) bool {
+		h.begin()
+		defer h.end()
+		return h.m.coldStep(j, &h.p, max, 1<<20)
+	}
+	if step(1) {
+		t.Fatal("done after one key")
+	}
+	if r := h.lastRecord(); r.Key != keys[0] || r.Snapshot.WriteTimestamp != ts+12000 {
+		t.Fatalf("first record %+v, want the oldest snapshot's key %v", r, keys[0])
+	}
+	h.delete(keys[1])
+	mustOK(t, h.initialize(InitializeRequest{Key: keys[2], StateEpoch: 5, StartOffset: 7}))
+	h.write(WriteRequest{Key: keys[3], StartOffset: 4, StateBatches: bs(sb(4, 20, 2, 1))})
+	h.records()
+	if !step(10) || j.written != 2 {
+		t.Fatalf("written %d, want 2", j.written)
+	}
+	recs := h.records()
+	if len(recs) != 1 || recs[0].Key != keys[3] || recs[0].Snapshot.StartOffset != 4 || recs[0].Snapshot.CreateTimestamp != ts {
+		t.Fatalf("records %+v, want one cold snapshot of %v with the update applied", recs, keys[3])
+	}
+	if v := h.m.view(keys[2]); v.Offset.StateEpoch != 5 || v.Offset.WriteTimestamp != h.clock.Now().UnixMilli() {
+		t.Fatalf("re-initialized key %+v", v.Offset)
+	}
+	assertSameMachine(t, h.reopened(), h.m)
+}

@@ -117,8 +117,16 @@ type Shard struct {
 	batch      []*op
 	records    [][]byte
 	lastPruned int64
-	carry      *op           // a control operation met while collecting a batch
-	jobDone    chan<- opKind // tests: told after each timer-driven job
+	carry      *op // a control operation met while collecting a batch
+	// The cold-partition snapshot job under way (nil: none), the calls it answers when done, the
+	// calls that came while it ran (they get the next job), whether the timer started it, and
+	// that a job the timer started has ended (serve reschedules the timer).
+	cold          *coldJob
+	coldWaiters   []*op
+	coldNext      []*op
+	coldByTimer   bool
+	coldTimerDone bool
+	jobDone       chan<- opKind // tests: told after each timer-driven job
 	// durableEnd, when not nil, is the end offset after the last successful append of a log
 	// whose append failed; loads truncate the log to it until one succeeds. appendErr is that
 	// failure, shown in the Loading status while the log is reloaded.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -634,4 +635,114 @@ func TestShardStatusMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(Closed)
+}
+
+// The cold-partition snapshot job commits its snapshots a group commit's worth at a time, and an
+// operation queued while it runs is committed between two of its chunks instead of waiting for
+// the whole job.
+func TestShardColdJobYieldsBetweenChunks(t *testing.T) {
+	clock := newFakeClock()
+	ts := newTestShard(t, Options{Now: clock.Now, MaxBatchRecords: 2})
+	s := ts.active(nil)
+	ctx := context.Background()
+	const n = 6
+	for i := 0; i < n; i++ {
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1, StartOffset: 0})) // offsets 0..5
+	}
+	clock.advance(time.Second)
+	commits := s.Stats().Commits
+	held := make(chan struct{}, 16)
+	release := ts.log().holdAppends(held)
+	cold := make(chan int, 1)
+	go func() {
+		n, err := s.SnapshotColdPartitions(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		cold <- n
+	}()
+	<-held // the first chunk waits at the log
+	wrote := make(chan Result, 1)
+	go func() {
+		wrote <- s.Write(ctx, WriteRequest{Key: key(n - 1), StateEpoch: 1, StartOffset: 3, StateBatches: bs(sb(3, 9, 2, 1))})
+	}()
+	for len(s.ops) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	mustOK(t, <-wrote)
+	if got := <-cold; got != n {
+		t.Fatalf("%d cold snapshots, want %d", got, n)
+	}
+	if c := s.Stats().Commits - commits; c != n/2+1 {
+		t.Fatalf("%d commits, want %d chunks of 2 and the write's", c, n/2+1)
+	}
+	var got []string
+	if err := ts.log().Replay(n, func(off int64, raw []byte) error {
+		r, err := DecodeRecord(raw)
+		if err != nil {
+			return err
+		}
+		got = append(got, fmt.Sprintf("%d:%d:%d", off, int16(r.Type), r.Key.Partition))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"6:0:0", "7:0:1", "8:1:5", "9:0:2", "10:0:3", "11:0:4", "12:0:5"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("records (offset:type:partition) %v, want %v", got, want)
+	}
+	if r := s.Read(ctx, ReadRequest{Key: key(n - 1)}); r.StartOffset != 3 || len(r.StateBatches) != 1 {
+		t.Fatalf("read %+v", r)
+	}
+}
+
+// Close finishes a cold-partition snapshot job that a call waits for, then closes.
+func TestShardCloseFinishesColdJob(t *testing.T) {
+	clock := newFakeClock()
+	ts := newTestShard(t, Options{Now: clock.Now, MaxBatchRecords: 1})
+	s := ts.active(nil)
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1, StartOffset: 0}))
+	}
+	clock.advance(time.Second)
+	held := make(chan struct{}, 16)
+	release := ts.log().holdAppends(held)
+	cold := make(chan int, 1)
+	go func() {
+		n, err := s.SnapshotColdPartitions(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		cold <- n
+	}()
+	<-held
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	for s.Status().State != Closed {
+		select {
+		case <-held:
+		default:
+		}
+		if ch := s.drain; ch != nil {
+			select {
+			case <-ch:
+				release()
+				release = func() {}
+			default:
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if n := <-cold; n != 3 {
+		t.Fatalf("%d cold snapshots, want 3", n)
+	}
+	s2 := ts.active(nil)
+	if st := s2.Stats(); st.LogEndOffset != 6 {
+		t.Fatalf("log end %d, want 6", st.LogEndOffset)
+	}
 }
