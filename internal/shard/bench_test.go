@@ -272,3 +272,81 @@ func BenchmarkShardWrites(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkColdJobStall measures what a cold-partition snapshot job over a state partition of many
+// keys costs the writes that arrive while it runs: the job's duration, and the worst latency of a
+// write (one writer, random keys) that overlapped it. Each iteration is one job over every key.
+func BenchmarkColdJobStall(b *testing.B) {
+	for _, nKeys := range []int{100_000} {
+		b.Run(fmt.Sprintf("keys=%d/batches=10", nKeys), func(b *testing.B) {
+			dataDir := b.TempDir()
+			l, err := statelog.Open(zap.NewNop(), LogDir(dataDir, 0), statelog.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			g := newWindowGen(nKeys, 10)
+			var recs [][]byte
+			for i := range g.keys {
+				recs = append(recs, g.snapshot(nil, i))
+				if len(recs) == 4096 || i == len(g.keys)-1 {
+					if _, err := l.Append(recs); err != nil {
+						b.Fatal(err)
+					}
+					recs = recs[:0]
+				}
+			}
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
+			}
+			s := Open(zap.NewNop(), fixedLimit(500), Options{DataDir: dataDir, WriteTimeout: time.Minute})
+			defer s.Close()
+			ctx := context.Background()
+			if err := s.WaitLoaded(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var worst, jobs time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				// A key that is not a cold copy, so that the job does not find the partition quiet.
+				fresh := Key{GroupID: "fresh", TopicID: testTopic, Partition: int32(i)}
+				if r := s.Initialize(ctx, InitializeRequest{Key: fresh, StateEpoch: 1}); r.Code != ErrNone {
+					b.Fatal(r)
+				}
+				stop := make(chan struct{})
+				var wg sync.WaitGroup
+				var maxWrite time.Duration
+				wg.Go(func() {
+					r := rand.New(rand.NewPCG(uint64(i), 2))
+					for off := int64(2000); ; off++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						k := r.IntN(nKeys)
+						req := WriteRequest{Key: Key{GroupID: fmt.Sprintf("group-%d", k%50), TopicID: testTopic, Partition: int32(k)},
+							StateEpoch: 1, StartOffset: -1, StateBatches: []StateBatch{{FirstOffset: off, LastOffset: off, DeliveryState: 2, DeliveryCount: 1}}}
+						began := time.Now()
+						if res := s.Write(ctx, req); res.Code != ErrNone {
+							b.Error(res)
+							return
+						}
+						maxWrite = max(maxWrite, time.Since(began))
+					}
+				})
+				time.Sleep(20 * time.Millisecond) // the writer is under way
+				began := time.Now()
+				if _, err := s.SnapshotColdPartitions(ctx); err != nil {
+					b.Fatal(err)
+				}
+				jobs += time.Since(began)
+				close(stop)
+				wg.Wait()
+				worst = max(worst, maxWrite)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(jobs.Milliseconds())/float64(b.N), "job-ms")
+			b.ReportMetric(float64(worst.Microseconds())/1000, "worst-write-ms")
+		})
+	}
+}
