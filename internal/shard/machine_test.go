@@ -1015,3 +1015,20 @@ func TestSnapshotColdInSteps(t *testing.T) {
 	}
 	assertSameMachine(t, h.reopened(), h.m)
 }
+
+// One request can name hundreds of thousands of keys: the machine's per-key log entries are
+// sampled, so that a client deleting absent keys cannot write a log line per key.
+func TestMachineLogIsSampled(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	m := newMachine(zap.New(core), fixedLimit(500), time.Now, 0, 0)
+	var p pending
+	for i := range 1000 {
+		if r := m.delete(&DeleteRequest{Key: Key{GroupID: "g", TopicID: testTopic, Partition: int32(i)}}, &p); r.Code != ErrNone {
+			t.Fatal(r)
+		}
+	}
+	// Within one second: the first 100, then one in 100 (a second boundary at most doubles it).
+	if n := logs.FilterMessage("delete of a share partition that has no state").Len(); n < 100 || n > 220 {
+		t.Fatalf("%d log entries for 1000 deletes of absent keys, want the first 100 and then one in 100", n)
+	}
+}

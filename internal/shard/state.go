@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // entry is the state of one share partition: Kafka's shareStateMap value (ShareGroupOffset) plus
@@ -121,7 +122,14 @@ type machine struct {
 	skipped map[RecordType]int64 // unknown record types seen during a load
 }
 
+// newMachine returns an empty machine. Its log entries are per key, and a single request can name
+// hundreds of thousands of keys (a delete of absent keys, a read claiming every share partition of
+// a failed-over leader), so they are sampled: every one of the first 100 of a message in a second,
+// then one in 100.
 func newMachine(logger *zap.Logger, provider Provider, now func() time.Time, coldInterval time.Duration, maxRecord int) *machine {
+	logger = logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, 100, 100)
+	}))
 	m := &machine{logger: logger, provider: provider, now: now, coldInterval: coldInterval, maxRecord: maxRecord}
 	m.reset()
 	return m
