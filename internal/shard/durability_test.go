@@ -2,8 +2,10 @@ package shard
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -675,5 +677,56 @@ func TestLargeCommitBufferIsReleased(t *testing.T) {
 	}
 	if c := cap(s.pend.buf); c > maxRetainedPending {
 		t.Fatalf("the shard keeps a %d-byte record buffer after a large commit", c)
+	}
+}
+
+// A log holding a segment that a newer release wrote (its header checksum holds, its format
+// version is unknown here: a downgrade) fails the load without a retry, since the same bytes
+// would be read again, and tells clients why instead of calling the log damaged.
+func TestNewerLogFormatIsNotRetried(t *testing.T) {
+	dataDir := t.TempDir()
+	ctx := context.Background()
+	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := Options{DataDir: dataDir}.withDefaults().logLocation()
+	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v, %v; want one", segs, err)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint16(b[4:], 2) // the segment header's format version (statelog's format)
+	binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(b[:28], crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var listings atomic.Int64
+	fsys := faultfs.Wrap(vfs.OS(), faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpReadDir && op.Path == dir {
+			listings.Add(1)
+		}
+		return nil
+	}))
+	s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
+		Log: statelog.Options{FS: fsys}})
+	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrUnsupportedFormat) {
+		t.Fatalf("load = %v, want ErrUnsupportedFormat", err)
+	}
+	n := listings.Load()
+	time.Sleep(50 * time.Millisecond) // fifty backoffs
+	if again := listings.Load(); again != n {
+		t.Fatalf("the log directory was listed %d times after the failed load: the load was retried", again-n)
+	}
+	if r := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable ||
+		!strings.Contains(r.Message, "holds data in a format this release does not read") {
+		t.Fatalf("summary of a failed partition: %+v", r)
 	}
 }

@@ -41,6 +41,10 @@ func (s *Shard) run() {
 			case errors.As(err, &corrupt):
 				s.logger.Error("state partition load failed", zap.Error(err))
 				wait = -1 // a damaged log needs an operator's repair; retrying cannot help
+			case errors.Is(err, statelog.ErrUnsupportedFormat), errors.Is(err, ErrUnknownValueVersion):
+				s.logger.Error("state partition load failed: its log holds data in a format this release does not read, "+
+					"written by a newer coordinatord; run that release or a later one (repair-log does not apply)", zap.Error(err))
+				wait = -1 // the same bytes would be read again
 			default:
 				s.logger.Error("state partition load failed", zap.Error(err))
 			}

@@ -148,9 +148,11 @@ type Shard struct {
 // Open starts the shard: it returns at once in state Loading and replays its log in the
 // background; operations meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A failed load leaves it
 // Failed: operations get COORDINATOR_NOT_AVAILABLE with a message carrying the cause, and the load
-// is retried with backoff unless the log is corrupt (which needs an operator's repair), a
-// file-system sync failed, or the load could not sync what it found (statelog.ErrNotDurable):
-// those two need the page cache dropped, then a restart of the process.
+// is retried with backoff unless the log is corrupt (which needs an operator's repair), holds
+// data of a format this release does not read (statelog.ErrUnsupportedFormat,
+// ErrUnknownValueVersion: a newer release wrote it), a file-system sync failed, or the load could
+// not sync what it found (statelog.ErrNotDurable): those last two need the page cache dropped,
+// then a restart of the process.
 func Open(logger *zap.Logger, provider Provider, opts Options) *Shard {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -459,6 +461,8 @@ func storageFailure(err error) string {
 	switch {
 	case errors.As(err, &ce):
 		return "its state log is damaged and waits for an operator"
+	case errors.Is(err, statelog.ErrUnsupportedFormat), errors.Is(err, ErrUnknownValueVersion):
+		return "its state log holds data in a format this release does not read (written by a newer coordinatord)"
 	case errors.Is(err, statelog.ErrSyncFailed):
 		return "a file-system sync of the data directory failed" + cause + "; the server must be restarted"
 	case errors.Is(err, statelog.ErrNotDurable):

@@ -85,7 +85,11 @@
 // deleted.
 //
 // The magic numbers, sizes, field layouts, file names and MaxBatchBytes are part of the format:
-// changing any of them makes existing logs unreadable.
+// changing any of them makes existing logs unreadable. A segment header or log-start offset file
+// whose checksum holds but whose version, flags or reserved field this release does not know was
+// written by a newer release: Open, Load, Scan and Repair refuse it with ErrUnsupportedFormat,
+// which is not a *CorruptionError, so Repair never cuts it (a clean-end file of an unknown
+// version is ignored, as an unreadable one is).
 //
 // # Torn tail or corruption
 //

@@ -36,7 +36,19 @@ var (
 	// segment file, well-named or not, and no log-start offset file). Open creates a log in such a
 	// directory; the operator's tools must not take one for an empty log, or repair one into it.
 	ErrNoLog = errors.New("statelog: the directory holds no state log")
+	// ErrUnsupportedFormat is wrapped by the error of Open, Load, Scan and Repair for a file of
+	// the log whose checksum holds but whose format version or flags this release does not know
+	// (a segment header, the log-start offset file): a newer release wrote it, and the binary
+	// reading it is older (a downgrade). It is not damage, so Repair refuses to cut it rather
+	// than drop records that a release knowing the format reads.
+	ErrUnsupportedFormat = errors.New("statelog: written in a format this release does not read (by a newer coordinatord?); " +
+		"run the release that wrote it, or a later one: this is not damage, and repair-log leaves it alone")
 )
+
+// unsupportedFormat is the error for the file at path, which a newer release wrote.
+func unsupportedFormat(path, reason string) error {
+	return fmt.Errorf("statelog: %s: %s: %w", path, reason, ErrUnsupportedFormat)
+}
 
 // CorruptionError says where the log is damaged. Segment is the path of the damaged file (a
 // segment, or the log-start offset file) and Offset the byte offset in it where the damage

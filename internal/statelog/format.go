@@ -2,6 +2,7 @@ package statelog
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 )
 
@@ -71,27 +72,29 @@ func (h segmentHeader) encode(b []byte) {
 
 // decodeSegmentHeader parses b (segmentHeaderSize bytes). intact reports whether the bytes
 // are a header as written (magic and checksum match); reason is non-empty when the header is
-// not usable, whether or not it is intact.
-func decodeSegmentHeader(b []byte) (h segmentHeader, intact bool, reason string) {
+// not usable, whether or not it is intact. unsupported reports an intact header whose format
+// version, flags or reserved field this release does not know: a newer release wrote it, and
+// it is not damage.
+func decodeSegmentHeader(b []byte) (h segmentHeader, intact bool, reason string, unsupported bool) {
 	if binary.LittleEndian.Uint32(b[0:]) != segmentMagic {
-		return h, false, "bad segment header magic"
+		return h, false, "bad segment header magic", false
 	}
 	if binary.LittleEndian.Uint32(b[28:]) != crc(b[:28]) {
-		return h, false, "segment header checksum mismatch"
+		return h, false, "segment header checksum mismatch", false
 	}
 	if v := binary.LittleEndian.Uint16(b[4:]); v != formatVersion {
-		return h, true, "unsupported segment format version"
+		return h, true, fmt.Sprintf("segment format version %d, but this release reads version %d", v, formatVersion), true
 	}
-	if binary.LittleEndian.Uint16(b[6:]) != 0 || binary.LittleEndian.Uint32(b[24:]) != 0 {
-		return h, true, "unknown segment header flags"
+	if f, r := binary.LittleEndian.Uint16(b[6:]), binary.LittleEndian.Uint32(b[24:]); f != 0 || r != 0 {
+		return h, true, fmt.Sprintf("segment header flags %#x and reserved field %#x, but this release knows neither", f, r), true
 	}
 	h.id = binary.LittleEndian.Uint64(b[8:])
 	base := binary.LittleEndian.Uint64(b[16:])
 	if base > maxOffset {
-		return h, true, "segment base offset out of range"
+		return h, true, "segment base offset out of range", false
 	}
 	h.base = int64(base)
-	return h, true, ""
+	return h, true, "", false
 }
 
 // maxOffset is the largest offset a log may reach.
@@ -193,21 +196,24 @@ func encodeOffsetFile(b []byte, magic uint32, off int64) {
 }
 
 // decodeOffsetFile decodes an offset file with the given magic; what names the file in the
-// reason it gives for one it cannot use.
-func decodeOffsetFile(b []byte, magic uint32, what string) (int64, string) {
+// reason it gives for one it cannot use. unsupported reports a file whose checksum holds but
+// whose format version or flags this release does not know: a newer release wrote it.
+func decodeOffsetFile(b []byte, magic uint32, what string) (off int64, reason string, unsupported bool) {
 	switch {
 	case len(b) != startFileSize:
-		return 0, what + " has the wrong size"
+		return 0, what + " has the wrong size", false
 	case binary.LittleEndian.Uint32(b[0:]) != magic:
-		return 0, "bad " + what + " magic"
+		return 0, "bad " + what + " magic", false
 	case binary.LittleEndian.Uint32(b[16:]) != crc(b[:16]):
-		return 0, what + " checksum mismatch"
-	case binary.LittleEndian.Uint16(b[4:]) != formatVersion || binary.LittleEndian.Uint16(b[6:]) != 0:
-		return 0, "unsupported " + what + " version"
+		return 0, what + " checksum mismatch", false
 	}
-	off := binary.LittleEndian.Uint64(b[8:])
-	if off > maxOffset {
-		return 0, what + ": offset out of range"
+	if v, f := binary.LittleEndian.Uint16(b[4:]), binary.LittleEndian.Uint16(b[6:]); v != formatVersion || f != 0 {
+		return 0, fmt.Sprintf("%s format version %d, flags %#x, but this release reads version %d without flags",
+			what, v, f, formatVersion), true
 	}
-	return int64(off), ""
+	u := binary.LittleEndian.Uint64(b[8:])
+	if u > maxOffset {
+		return 0, what + ": offset out of range", false
+	}
+	return int64(u), "", false
 }

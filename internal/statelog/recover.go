@@ -260,7 +260,9 @@ func (in *inspector) endsBeforeCut(path string, at, end int64) error {
 // can have been interrupted, so damage at the tail is corruption, not a torn tail. A file that
 // cannot be read as one is left unused (st.badClean) and the log is judged as after a crash.
 func (in *inspector) useCleanEnd(st *dirState) error {
-	off, reason, err := readOffsetFile(in.fs, in.path(cleanFileName), cleanMagic, cleanFileName+" file")
+	// A clean-end file of a format this release does not know is unusable like a damaged one:
+	// without it the log is only judged as after a crash.
+	off, reason, _, err := readOffsetFile(in.fs, in.path(cleanFileName), cleanMagic, cleanFileName+" file")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		// Gone since the listing: a server opening the log removed it (dump-log of a live
@@ -301,16 +303,20 @@ func (in *inspector) pastCleanEnd(st *dirState) error {
 // readStartFile reads the persisted log-start offset of the log in dir.
 func readStartFile(fsys FS, dir string) (int64, error) {
 	path := filepath.Join(dir, startFileName)
-	off, reason, err := readOffsetFile(fsys, path, startMagic, "log-start offset file")
-	if err == nil && reason != "" {
+	off, reason, unsupported, err := readOffsetFile(fsys, path, startMagic, "log-start offset file")
+	switch {
+	case err == nil && unsupported:
+		err = unsupportedFormat(path, reason)
+	case err == nil && reason != "":
 		err = &CorruptionError{Segment: path, Reason: reason, kind: damageStart}
 	}
 	return off, err
 }
 
 // readOffsetFile reads the offset file at path (see encodeOffsetFile); reason says why its
-// content is unusable, err reports an I/O failure.
-func readOffsetFile(fsys FS, path string, magic uint32, what string) (off int64, reason string, err error) {
+// content is unusable, unsupported that it is a format this release does not know, err reports
+// an I/O failure.
+func readOffsetFile(fsys FS, path string, magic uint32, what string) (off int64, reason string, unsupported bool, err error) {
 	err = withFile(fsys, path, func(f File, size int64) error {
 		if size != startFileSize {
 			reason = fmt.Sprintf("%s has %d bytes, want %d", what, size, startFileSize)
@@ -320,10 +326,10 @@ func readOffsetFile(fsys FS, path string, magic uint32, what string) (off int64,
 		if _, err := f.ReadAt(b[:], 0); err != nil {
 			return fmt.Errorf("statelog: read %s: %w", path, err)
 		}
-		off, reason = decodeOffsetFile(b[:], magic, what)
+		off, reason, unsupported = decodeOffsetFile(b[:], magic, what)
 		return nil
 	})
-	return off, reason, err
+	return off, reason, unsupported, err
 }
 
 // isRollRemnant reports whether the newest segment is what an interrupted roll leaves: a
@@ -338,7 +344,7 @@ func (in *inspector) isRollRemnant(seg *segment) (bool, error) {
 			if _, err := f.ReadAt(hb[:], 0); err != nil {
 				return fmt.Errorf("read %s: %w", seg.path, err)
 			}
-			if _, intact, _ := decodeSegmentHeader(hb[:]); intact {
+			if _, intact, _, _ := decodeSegmentHeader(hb[:]); intact {
 				return nil
 			}
 		}
@@ -448,7 +454,8 @@ func checkSegmentHeader(r *frameReader, seg *segment, next int64) error {
 }
 
 // readSegmentHeader reads and decodes the header of r's segment; an incomplete or unusable
-// header is a *CorruptionError.
+// header is a *CorruptionError, and an intact one of a format this release does not know an
+// error wrapping ErrUnsupportedFormat.
 func readSegmentHeader(r *frameReader) (segmentHeader, error) {
 	hb, err := r.window(0, segmentHeaderSize)
 	if errors.Is(err, errShort) {
@@ -457,7 +464,10 @@ func readSegmentHeader(r *frameReader) (segmentHeader, error) {
 	if err != nil {
 		return segmentHeader{}, err
 	}
-	h, _, reason := decodeSegmentHeader(hb)
+	h, _, reason, unsupported := decodeSegmentHeader(hb)
+	if unsupported {
+		return segmentHeader{}, unsupportedFormat(r.path, reason)
+	}
 	if reason != "" {
 		return segmentHeader{}, &CorruptionError{Segment: r.path, Reason: reason}
 	}
