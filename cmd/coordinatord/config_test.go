@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,6 +181,53 @@ func TestPartitionCountIsRecorded(t *testing.T) {
 	p = startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=5")
 	if code := p.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit status %d with the last partition directory moved aside", code)
+	}
+}
+
+// TestMissingPartitionDirectory: a state partition directory missing while another partition's
+// log holds records (a partial restore, a directory moved aside) stops start-up before anything
+// is created in its place; an empty directory created on purpose starts that partition empty.
+func TestMissingPartitionDirectory(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=3")
+	mustInitialize(ctxT(t), t, p, "g1", "P6hfZFcXRWKz_CyWP2avpg", 0, 1)
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	holder, victim := "", ""
+	for i := range 3 {
+		name := "__share_group_state-" + strconv.Itoa(i)
+		segs, err := filepath.Glob(filepath.Join(dir, name, "*.seg"))
+		if err != nil || len(segs) != 1 {
+			t.Fatalf("%s holds segments %v (%v), want one", name, segs, err)
+		}
+		if st, err := os.Stat(segs[0]); err != nil {
+			t.Fatal(err)
+		} else if st.Size() > 32 && holder == "" {
+			holder = name
+		} else if victim == "" {
+			victim = name
+		}
+	}
+	if holder == "" || victim == "" {
+		t.Fatalf("no partition holds the record (%q) or none is empty (%q)", holder, victim)
+	}
+	if err := os.Rename(filepath.Join(dir, victim), filepath.Join(t.TempDir(), "aside")); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runBinary(t, nil, serverArgs(dir, "--override", "share.coordinator.state.topic.num.partitions=3")...)
+	if msg := fatalMessage(t, stderr); code != exitFailure || !strings.Contains(msg, "missing ("+victim+") while "+holder+" holds records") {
+		t.Fatalf("start with %s missing: exit status %d, %s\n%s", victim, code, msg, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, victim)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused start created %s: %v", victim, err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, victim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p = startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=3")
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit status %d with %s created empty", code, victim)
 	}
 }
 

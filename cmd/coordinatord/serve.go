@@ -10,7 +10,9 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -147,6 +149,9 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	}
 	defer func() { _ = cfg.Close() }()
 	broker := cfg.Broker()
+	if err := checkMissingPartitions(f.dataDir, broker.NumPartitions()); err != nil {
+		return err
+	}
 	logEffectiveConfig(logger, f, cfg)
 
 	grpcLis = netutil.LimitListener(grpcLis, broker.GRPCMaxConnections())
@@ -271,6 +276,44 @@ func checkPartitionDirs(dataDir string, n int) error {
 			groupcfg.KeyNumPartitions, n, dataDir, have, logDirPrefix, logDirPrefix, have-1, groupcfg.KeyNumPartitions, have)
 	}
 	return nil
+}
+
+// checkMissingPartitions refuses a data directory in which a state partition's directory is
+// missing while another partition's log holds records: the server would create an empty log in
+// its place, and the state of every share partition routed there would be gone without a word
+// (a partial restore, a directory moved aside or deleted by hand). A data directory none of
+// whose logs holds a record starts: a first start interrupted before it created every
+// directory leaves one. To start a partition empty on purpose, create its directory.
+func checkMissingPartitions(dataDir string, n int) error {
+	var missing []string
+	holder := ""
+	for p := range n {
+		dir := shard.LogDir(dataDir, p)
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			missing = append(missing, filepath.Base(dir))
+			continue
+		}
+		// Any other error is the partition's own: its load reports it.
+		for _, en := range entries {
+			if holder != "" || !statelog.IsSegmentFile(en.Name()) {
+				continue
+			}
+			if info, err := en.Info(); err == nil && info.Size() > statelog.SegmentHeaderBytes {
+				holder = filepath.Base(dir)
+			}
+		}
+	}
+	if len(missing) == 0 || holder == "" {
+		return nil
+	}
+	shown := missing
+	if len(shown) > 5 {
+		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(missing)-5))
+	}
+	return fmt.Errorf("--data-dir %s: the directories of %d state partitions are missing (%s) while %s holds records: "+
+		"their logs would start empty, and the share-group state they held would be lost; restore them from a backup, "+
+		"or, to start them empty on purpose, create them as empty directories", dataDir, len(missing), strings.Join(shown, ", "), holder)
 }
 
 func serveErr(what string, err error) error {

@@ -30,10 +30,12 @@ const (
 
 // FrameOverheadBytes and RecordOverheadBytes are what the log adds on disk to the records of an
 // append: a frame header per Append and a length prefix per record (for tools that account for
-// the log's growth; a new segment adds its 32-byte header too).
+// the log's growth; a new segment adds its SegmentHeaderBytes header too). A segment file no
+// larger than SegmentHeaderBytes holds no record.
 const (
 	FrameOverheadBytes  = frameHeaderSize
 	RecordOverheadBytes = recordPrefixSize
+	SegmentHeaderBytes  = segmentHeaderSize
 )
 
 // MaxBatchBytes bounds the encoded payload of one batch (every record plus a 4-byte length
