@@ -240,6 +240,14 @@ func TestDataDirChecks(t *testing.T) {
 	}
 	wantBadConfig(t, file, nil, nil, "--data-dir "+file+" is not a directory")
 
+	// A symbolic link to a directory that does not exist (a volume not mounted) is not followed
+	// into a new directory on the wrong disk, and the refusal says what is missing.
+	link, target := filepath.Join(t.TempDir(), "data"), filepath.Join(t.TempDir(), "unmounted", "data")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	wantBadConfig(t, link, nil, nil, "--data-dir "+link+" is a symbolic link to "+target+", which does not exist")
+
 	missing := filepath.Join(t.TempDir(), "not", "yet", "there")
 	p := startProc(t, missing)
 	waitForLog(t, p, regexp.MustCompile(`the data directory does not exist: creating it`))

@@ -117,6 +117,11 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	}
 
 	switch st, err := os.Stat(f.dataDir); {
+	case errors.Is(err, fs.ErrNotExist) && isSymlink(f.dataDir):
+		// MkdirAll would fail with "file exists"; the link's target is what is missing.
+		target, _ := os.Readlink(f.dataDir)
+		return badConfig(fmt.Errorf("--data-dir %s is a symbolic link to %s, which does not exist (is its volume mounted?): "+
+			"create the directory, or point --data-dir at it", f.dataDir, target))
 	case errors.Is(err, fs.ErrNotExist):
 		// A typo or a volume that is not mounted would otherwise look like a healthy, empty server.
 		logger.Warn("the data directory does not exist: creating it, with no state and no stored configuration",
@@ -276,6 +281,12 @@ func checkPartitionDirs(dataDir string, n int) error {
 			groupcfg.KeyNumPartitions, n, dataDir, have, logDirPrefix, logDirPrefix, have-1, groupcfg.KeyNumPartitions, have)
 	}
 	return nil
+}
+
+// isSymlink reports whether path itself (not what it points to) is a symbolic link.
+func isSymlink(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.Mode()&fs.ModeSymlink != 0
 }
 
 // checkMissingPartitions refuses a data directory in which a state partition's directory is
