@@ -50,7 +50,8 @@
 // newline) and <crc32c> the CRC-32C (Castagnoli) of the body as 8 lower-case hex digits. Values are
 // canonical text as validated when set; generation grows by one with every change. The magic
 // word, the version and the field layout are part of the format; a reader refuses any other
-// version.
+// version (a later one with a *StoreError whose Newer is set: the file is not damaged, a newer
+// release wrote it).
 //
 // An update writes the whole new state to <dataDir>/config/store.tmp, fsyncs it, renames it over
 // store and fsyncs the directory; only then is the change acknowledged and made visible. A crash

@@ -294,6 +294,7 @@ func TestDamagedStore(t *testing.T) {
 		{"torn header", header[:10], "no header line"},
 		{"not a store", "hello world\n{}", "bad header"},
 		{"newer version", strings.Replace(header, storeMagic+" 1 ", storeMagic+" 2 ", 1) + body, "format version 2"},
+		{"version 0", strings.Replace(header, storeMagic+" 1 ", storeMagic+" 0 ", 1) + body, "format version 0"},
 		{"bad length", strings.Replace(header, fmt.Sprintf(" %d ", len(body)), " x ", 1) + body, "bad body length"},
 		{"truncated body", header + body[:len(body)-5], "truncated"},
 		{"trailing bytes", header + body + "garbage", "unexpected bytes"},
@@ -321,6 +322,12 @@ func TestDamagedStore(t *testing.T) {
 			}
 			if se.Path != path || !strings.Contains(err.Error(), path) || !strings.Contains(se.Reason, tc.reason) {
 				t.Fatalf("error %q: want path %s and reason containing %q", err, path, tc.reason)
+			}
+			// A store of a newer release is not damaged: moving it away would lose what it holds.
+			newer := tc.name == "newer version"
+			if se.Newer != newer || strings.Contains(err.Error(), "is damaged") == newer ||
+				strings.Contains(err.Error(), "run that release or a later one") != newer {
+				t.Fatalf("error %q (Newer %v): want Newer %v and the advice that goes with it", err, se.Newer, newer)
 			}
 		})
 	}

@@ -35,14 +35,22 @@ type storeState struct {
 	Groups        map[string]map[string]string `json:"groups"`
 }
 
-// StoreError says that the config store file is damaged. It stops start-up.
+// StoreError says that the config store file is damaged, or of a format version this release
+// does not read (Newer). It stops start-up.
 type StoreError struct {
 	Path   string
 	Reason string
+	// Newer reports a store whose header is intact but names a later format version: a newer
+	// release wrote it, and it is not damaged.
+	Newer bool
 }
 
 // Error names the file, what is wrong and what to do.
 func (e *StoreError) Error() string {
+	if e.Newer {
+		return fmt.Sprintf("config store %s was written by a newer coordinatord: %s; run that release or a later one "+
+			"(moving the file away would drop the dynamic broker configs and group overrides it holds)", e.Path, e.Reason)
+	}
 	return fmt.Sprintf("config store %s is damaged: %s; restore it from a backup, or move it away to start "+
 		"without dynamic broker configs and group overrides (share.coordinator.state.topic.num.partitions is then "+
 		"recorded again and must equal the value the data directory was created with)", e.Path, e.Reason)
@@ -79,8 +87,12 @@ func decodeStore(path string, data []byte) (*storeState, error) {
 	if err != nil {
 		return nil, damaged("bad format version %q", fields[1])
 	}
+	if version > storeVersion {
+		return nil, &StoreError{Path: path, Newer: true,
+			Reason: fmt.Sprintf("format version %d, but this release reads version %d", version, storeVersion)}
+	}
 	if version != storeVersion {
-		return nil, damaged("format version %d, but this release reads version %d (was it written by a newer coordinatord?)", version, storeVersion)
+		return nil, damaged("format version %d, but this release reads version %d", version, storeVersion)
 	}
 	length, err := strconv.Atoi(fields[2])
 	if err != nil || length < 0 {
