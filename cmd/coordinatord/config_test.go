@@ -222,6 +222,18 @@ func TestMissingPartitionDirectory(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, victim)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused start created %s: %v", victim, err)
 	}
+	// Without the config store (moved aside) the same holds, and no new store is written.
+	store := filepath.Join(dir, "config", "store")
+	if err := os.Rename(store, filepath.Join(t.TempDir(), "store")); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = runBinary(t, nil, serverArgs(dir, "--override", "share.coordinator.state.topic.num.partitions=3")...)
+	if msg := fatalMessage(t, stderr); code != exitFailure || !strings.Contains(msg, "missing ("+victim+") while "+holder+" holds records") {
+		t.Fatalf("start with %s and the store missing: exit status %d, %s\n%s", victim, code, msg, stderr)
+	}
+	if _, err := os.Stat(store); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused start wrote a new config store: %v", err)
+	}
 	if err := os.Mkdir(filepath.Join(dir, victim), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -137,10 +137,17 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	}
 	defer func() { _ = dirLock.Close() }()
 	// The store records the partition count on first start and checks it later; a data directory
-	// whose store is new but which holds state partitions must agree with them.
-	if _, err := os.Stat(groupcfg.StorePath(f.dataDir)); errors.Is(err, fs.ErrNotExist) {
+	// whose store is new but which holds state partitions must agree with them. Every partition
+	// directory must be there once one holds records: checked here, before a new store is
+	// written, or once the store has checked the count.
+	_, err = os.Stat(groupcfg.StorePath(f.dataDir))
+	newStore := errors.Is(err, fs.ErrNotExist)
+	if newStore {
 		if err := checkPartitionDirs(f.dataDir, static.Broker().NumPartitions()); err != nil {
 			return badConfig(err)
+		}
+		if err := checkMissingPartitions(f.dataDir, static.Broker().NumPartitions()); err != nil {
+			return err
 		}
 	}
 
@@ -154,8 +161,10 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	}
 	defer func() { _ = cfg.Close() }()
 	broker := cfg.Broker()
-	if err := checkMissingPartitions(f.dataDir, broker.NumPartitions()); err != nil {
-		return err
+	if !newStore {
+		if err := checkMissingPartitions(f.dataDir, broker.NumPartitions()); err != nil {
+			return err
+		}
 	}
 	logEffectiveConfig(logger, f, cfg)
 
