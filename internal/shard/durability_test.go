@@ -572,18 +572,9 @@ func TestRestartWhileReloadFailsDropsTheBatch(t *testing.T) {
 // the page cache and a sync that no longer reports the failure. The partition stays failed, saying
 // what to do, until the process is restarted.
 func TestLoadSyncFailureIsNotRetried(t *testing.T) {
-	dataDir := t.TempDir()
+	dataDir, dir := logOfOneKey(t)
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
-	if err := s.WaitLoaded(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
 	// A kill -9, not a clean close: no clean-end file (statelog's format) vouches for the log.
-	dir, _ := Options{DataDir: dataDir}.withDefaults().logLocation()
 	if err := os.Remove(filepath.Join(dir, "clean-end")); err != nil {
 		t.Fatal(err)
 	}
@@ -684,17 +675,8 @@ func TestLargeCommitBufferIsReleased(t *testing.T) {
 // version is unknown here: a downgrade) fails the load without a retry, since the same bytes
 // would be read again, and tells clients why instead of calling the log damaged.
 func TestNewerLogFormatIsNotRetried(t *testing.T) {
-	dataDir := t.TempDir()
+	dataDir, dir := logOfOneKey(t)
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
-	if err := s.WaitLoaded(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dir, _ := Options{DataDir: dataDir}.withDefaults().logLocation()
 	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
 	if err != nil || len(segs) != 1 {
 		t.Fatalf("segments %v, %v; want one", segs, err)
@@ -729,4 +711,22 @@ func TestNewerLogFormatIsNotRetried(t *testing.T) {
 		!strings.Contains(r.Message, "holds data in a format this release does not read") {
 		t.Fatalf("summary of a failed partition: %+v", r)
 	}
+}
+
+// logOfOneKey makes a data directory whose partition 0 holds testKey, initialized, and closed
+// cleanly; it returns the data directory and the log's directory.
+func logOfOneKey(t *testing.T) (dataDir, logDir string) {
+	t.Helper()
+	dataDir = t.TempDir()
+	ctx := context.Background()
+	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logDir, _ = Options{DataDir: dataDir}.withDefaults().logLocation()
+	return dataDir, logDir
 }

@@ -641,27 +641,11 @@ func TestShardStatusMetric(t *testing.T) {
 // operation queued while it runs is committed between two of its chunks instead of waiting for
 // the whole job.
 func TestShardColdJobYieldsBetweenChunks(t *testing.T) {
-	clock := newFakeClock()
-	ts := newTestShard(t, Options{Now: clock.Now, MaxBatchRecords: 2})
-	s := ts.active(nil)
-	ctx := context.Background()
 	const n = 6
-	for i := 0; i < n; i++ {
-		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1, StartOffset: 0})) // offsets 0..5
-	}
-	clock.advance(time.Second)
-	commits := s.Stats().Commits
-	held := make(chan struct{}, 16)
-	release := ts.log().holdAppends(held)
-	cold := make(chan int, 1)
-	go func() {
-		n, err := s.SnapshotColdPartitions(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		cold <- n
-	}()
-	<-held // the first chunk waits at the log
+	ts, s, held, release, cold := startHeldColdJob(t, 2, n) // keys at offsets 0..5
+	ctx := context.Background()
+	commits := s.Stats().Commits // the job's first chunk is held at the log, not counted yet
+	<-held                       // the first chunk waits at the log
 	wrote := make(chan Result, 1)
 	go func() {
 		wrote <- s.Write(ctx, WriteRequest{Key: key(n - 1), StateEpoch: 1, StartOffset: 3, StateBatches: bs(sb(3, 9, 2, 1))})
@@ -699,24 +683,7 @@ func TestShardColdJobYieldsBetweenChunks(t *testing.T) {
 
 // Close finishes a cold-partition snapshot job that a call waits for, then closes.
 func TestShardCloseFinishesColdJob(t *testing.T) {
-	clock := newFakeClock()
-	ts := newTestShard(t, Options{Now: clock.Now, MaxBatchRecords: 1})
-	s := ts.active(nil)
-	ctx := context.Background()
-	for i := 0; i < 3; i++ {
-		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1, StartOffset: 0}))
-	}
-	clock.advance(time.Second)
-	held := make(chan struct{}, 16)
-	release := ts.log().holdAppends(held)
-	cold := make(chan int, 1)
-	go func() {
-		n, err := s.SnapshotColdPartitions(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		cold <- n
-	}()
+	ts, s, held, release, cold := startHeldColdJob(t, 1, 3)
 	<-held
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
@@ -745,4 +712,30 @@ func TestShardCloseFinishesColdJob(t *testing.T) {
 	if st := s2.Stats(); st.LogEndOffset != 6 {
 		t.Fatalf("log end %d, want 6", st.LogEndOffset)
 	}
+}
+
+// startHeldColdJob starts a shard committing at most maxBatch records at a time, with n keys
+// initialized and then cold, and a SnapshotColdPartitions call whose appends wait at the log:
+// each reports on held and waits for release. The call's result arrives on cold.
+func startHeldColdJob(t *testing.T, maxBatch, n int) (ts *testShard, s *Shard, held chan struct{}, release func(), cold chan int) {
+	t.Helper()
+	clock := newFakeClock()
+	ts = newTestShard(t, Options{Now: clock.Now, MaxBatchRecords: maxBatch})
+	s = ts.active(nil)
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1, StartOffset: 0}))
+	}
+	clock.advance(time.Second)
+	held = make(chan struct{}, 16)
+	release = ts.log().holdAppends(held)
+	cold = make(chan int, 1)
+	go func() {
+		n, err := s.SnapshotColdPartitions(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		cold <- n
+	}()
+	return ts, s, held, release, cold
 }
