@@ -23,6 +23,18 @@ type Metrics struct {
 	durableEndCuts  *prometheus.CounterVec
 }
 
+// FsyncAlertSeconds is the fsync latency above which the CoordinatordFsyncLatencyHigh alert
+// (deploy/monitoring/alerts.yaml) fires on the 99th percentile.
+const FsyncAlertSeconds = 0.1
+
+// FsyncBuckets are the upper bounds of sharecoord_fsync_duration_seconds: powers of two times
+// FsyncAlertSeconds, from 48.8µs to 3.2s. The alert threshold must be a bucket bound:
+// histogram_quantile interpolates linearly inside a bucket, so with a threshold inside one
+// (100ms in a (51.2ms, 102.4ms] bucket) a p99 estimate passes the threshold whenever about a
+// fifth of all fsyncs fall in that bucket, though none took 100ms. Dividing and multiplying
+// by two is exact in floating point, so one bound is exactly 0.1 (le="0.1").
+var FsyncBuckets = prometheus.ExponentialBuckets(FsyncAlertSeconds/(1<<11), 2, 17)
+
 // NewMetrics creates every statelog metric and registers it on reg (nil: not registered). A
 // metric reg already holds with the same description is reused, so calling NewMetrics twice
 // with one registry is harmless. Any other registration conflict is a programming error and
@@ -33,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fsyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sharecoord_fsync_duration_seconds",
 			Help:    "Duration of one group-commit fsync of a state log, or of one file-system sync shared by the logs of a sync group.",
-			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 17), // 50µs … 3.3s
+			Buckets: FsyncBuckets,
 		}),
 		sizeBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sharecoord_state_log_size_bytes",

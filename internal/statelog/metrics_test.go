@@ -1,6 +1,8 @@
 package statelog
 
 import (
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,4 +68,35 @@ func TestNilMetricsRegistry(t *testing.T) {
 	m := NewMetrics(nil)
 	l := mustOpen(t, t.TempDir(), Options{Metrics: m})
 	mustAppend(t, l, fixedBatch(1, 1, 1))
+}
+
+// The CoordinatordFsyncLatencyHigh alert compares a histogram_quantile of
+// sharecoord_fsync_duration_seconds with FsyncAlertSeconds; unless that is a bucket bound, fsyncs
+// well below it (a fifth of them between 51.2ms and 100ms, with the old 50µs-based buckets)
+// make the estimate pass it.
+func TestFsyncBucketsHoldAlertThreshold(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.observeSync(0.07)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bounds []float64
+	for _, f := range families {
+		if f.GetName() == "sharecoord_fsync_duration_seconds" {
+			for _, b := range f.GetMetric()[0].GetHistogram().GetBucket() {
+				bounds = append(bounds, b.GetUpperBound())
+			}
+		}
+	}
+	if !slices.Contains(bounds, FsyncAlertSeconds) {
+		t.Errorf("bucket bounds %v do not hold the alert threshold %v", bounds, FsyncAlertSeconds)
+	}
+	if got := strconv.FormatFloat(FsyncAlertSeconds, 'g', -1, 64); got != "0.1" {
+		t.Errorf("the threshold's le label would be %q, want \"0.1\" (deploy/monitoring/alerts_test.yaml)", got)
+	}
+	if len(bounds) == 0 || bounds[0] > 50e-6 || bounds[len(bounds)-1] < 3 {
+		t.Errorf("bucket bounds %v do not span 50µs (a fast NVMe fdatasync) to 3s", bounds)
+	}
 }
