@@ -162,11 +162,8 @@ func (s *Shard) load() (time.Duration, error) {
 	}
 	s.lastPruned = from
 	s.pruned.Store(s.lastPruned)
+	s.metrics.loaded(took, s.lastPruned, len(s.m.states))
 	s.publish()
-	if s.metrics != nil {
-		s.metrics.loadSeconds.Set(took.Seconds())
-		s.metrics.lastPruned.Set(float64(s.lastPruned))
-	}
 	s.logger.Info("state partition loaded", zap.Int64("records", n), zap.Int("keys", len(s.m.states)),
 		zap.Int64("start_offset", from), zap.Int64("end_offset", l.EndOffset()), zap.Duration("took", took))
 	return max(took, time.Nanosecond), nil
@@ -180,7 +177,7 @@ func (s *Shard) publish() {
 	} else {
 		s.lro.Store(-1)
 	}
-	if s.metrics != nil {
+	if s.metrics != nil && s.metrics.keys != nil {
 		s.metrics.keys.Set(float64(len(s.m.states)))
 	}
 }
@@ -592,7 +589,7 @@ func (s *Shard) prune() (int64, error) {
 	}
 	s.lastPruned = v
 	s.pruned.Store(v)
-	if s.metrics != nil {
+	if s.metrics != nil && s.metrics.lastPruned != nil {
 		s.metrics.lastPruned.Set(float64(v))
 	}
 	s.logger.Debug("state log pruned", zap.Int64("start_offset", v))

@@ -3,6 +3,7 @@ package shard
 import (
 	"strconv"
 	"sync"
+	"time"
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,7 +122,8 @@ type shardMetrics struct {
 	m           *Metrics
 	records     [numKinds]prometheus.Counter
 	bytes       [numKinds]prometheus.Counter
-	lastPruned  prometheus.Gauge
+	partition   string
+	lastPruned  prometheus.Gauge // these three: nil until the first load succeeded (see loaded)
 	loadSeconds prometheus.Gauge
 	keys        prometheus.Gauge
 	reloads     prometheus.Counter
@@ -136,12 +138,10 @@ func newShardMetrics(m *Metrics, partition int) *shardMetrics {
 	}
 	p := strconv.Itoa(partition)
 	sm := &shardMetrics{
-		m:           m,
-		lastPruned:  m.lastPruned.WithLabelValues(p),
-		loadSeconds: m.loadSeconds.WithLabelValues(p),
-		keys:        m.keys.WithLabelValues(p),
-		reloads:     m.reloads.WithLabelValues(p),
-		groups:      make(map[string]*[numKinds]prometheus.Counter),
+		m:         m,
+		partition: p,
+		reloads:   m.reloads.WithLabelValues(p),
+		groups:    make(map[string]*[numKinds]prometheus.Counter),
 	}
 	for k := recordKind(0); k < numKinds; k++ {
 		sm.records[k] = m.records.WithLabelValues(p, k.String())
@@ -151,6 +151,24 @@ func newShardMetrics(m *Metrics, partition int) *shardMetrics {
 		sm.status[st] = m.status.WithLabelValues(p, st.String())
 	}
 	return sm
+}
+
+// loaded publishes what a successful load found: its duration, the log-start offset (the last
+// pruned offset until the next prune) and the keys held. The three gauges are created by the
+// first successful load, so that a partition that never loaded (a damaged log) shows none of them
+// rather than a load of 0 seconds, an offset of 0 and no keys, which would all be false.
+func (sm *shardMetrics) loaded(took time.Duration, lastPruned int64, keys int) {
+	if sm == nil {
+		return
+	}
+	if sm.keys == nil {
+		sm.lastPruned = sm.m.lastPruned.WithLabelValues(sm.partition)
+		sm.loadSeconds = sm.m.loadSeconds.WithLabelValues(sm.partition)
+		sm.keys = sm.m.keys.WithLabelValues(sm.partition)
+	}
+	sm.loadSeconds.Set(took.Seconds())
+	sm.lastPruned.Set(float64(lastPruned))
+	sm.keys.Set(float64(keys))
 }
 
 // setStatus marks st as the partition's current status.

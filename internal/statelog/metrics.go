@@ -3,6 +3,7 @@ package statelog
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -113,18 +114,35 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	panic(fmt.Sprintf("statelog: register metrics: %v", err))
 }
 
-// logMetrics are the series of one log; the zero value records nothing.
+// logMetrics are the series of one log; the zero value records nothing. Its counters exist from
+// the first open of the log (at 0: nothing appended, nothing found damaged); its gauges only once
+// an open has succeeded, so that a log that never opened (damaged, unreadable) shows no bounds
+// rather than an empty log of 0 bytes at offset 0.
 type logMetrics struct {
 	fsyncDuration   prometheus.Observer
-	sizeBytes       prometheus.Gauge
-	startOffset     prometheus.Gauge
-	endOffset       prometheus.Gauge
-	segments        prometheus.Gauge
 	appendedBytes   prometheus.Counter
 	appendedRecords prometheus.Counter
 	tornTails       prometheus.Counter
 	corruptions     prometheus.Counter
 	durableEndCuts  prometheus.Counter
+	gauges          *logGauges
+}
+
+// logGauges are the gauges of one log, bound on its first publish.
+type logGauges struct {
+	m                                       *Metrics
+	name                                    string
+	once                                    sync.Once
+	sizeBytes, startOffset, endOffset, segs prometheus.Gauge
+}
+
+func (g *logGauges) bind() {
+	g.once.Do(func() {
+		g.sizeBytes = g.m.sizeBytes.WithLabelValues(g.name)
+		g.startOffset = g.m.startOffset.WithLabelValues(g.name)
+		g.endOffset = g.m.endOffset.WithLabelValues(g.name)
+		g.segs = g.m.segments.WithLabelValues(g.name)
+	})
 }
 
 func (m *Metrics) forLog(name string) logMetrics {
@@ -133,29 +151,29 @@ func (m *Metrics) forLog(name string) logMetrics {
 	}
 	return logMetrics{
 		fsyncDuration:   m.fsyncDuration,
-		sizeBytes:       m.sizeBytes.WithLabelValues(name),
-		startOffset:     m.startOffset.WithLabelValues(name),
-		endOffset:       m.endOffset.WithLabelValues(name),
-		segments:        m.segments.WithLabelValues(name),
 		appendedBytes:   m.appendedBytes.WithLabelValues(name),
 		appendedRecords: m.appendedRecords.WithLabelValues(name),
 		tornTails:       m.tornTails.WithLabelValues(name),
 		corruptions:     m.corruptions.WithLabelValues(name),
 		durableEndCuts:  m.durableEndCuts.WithLabelValues(name),
+		gauges:          &logGauges{m: m, name: name},
 	}
 }
 
-func (lm logMetrics) enabled() bool { return lm.sizeBytes != nil }
+func (lm logMetrics) enabled() bool { return lm.gauges != nil }
 
-// bounds publishes the log's current bounds, size and segment count.
+// bounds publishes the log's current bounds, size and segment count (creating the gauges on the
+// first call).
 func (lm logMetrics) bounds(start, end, size int64, segments int) {
 	if !lm.enabled() {
 		return
 	}
-	lm.startOffset.Set(float64(start))
-	lm.endOffset.Set(float64(end))
-	lm.sizeBytes.Set(float64(size))
-	lm.segments.Set(float64(segments))
+	g := lm.gauges
+	g.bind()
+	g.startOffset.Set(float64(start))
+	g.endOffset.Set(float64(end))
+	g.sizeBytes.Set(float64(size))
+	g.segs.Set(float64(segments))
 }
 
 // appended counts a durable append; fsyncSeconds < 0 means the append did not sync on its own
