@@ -175,6 +175,7 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	if err != nil {
 		return badConfig(err)
 	}
+	loadStart := time.Now()
 	shards := openShards(logger, f.dataDir, cfg, broker, reg, logMetrics, syncGroup)
 	parts := make([]service.Partition, len(shards))
 	for i, s := range shards {
@@ -220,7 +221,7 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
-		waitLoaded(ctx, logger, shards)
+		waitLoaded(ctx, logger, shards, loadStart)
 		if ctx.Err() == nil {
 			srv.SetServing(true)
 			ready.serving.Store(true)
@@ -386,9 +387,8 @@ func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b g
 }
 
 // waitLoaded waits until every shard has finished loading (active, or failed for good) and logs
-// the outcome once.
-func waitLoaded(ctx context.Context, logger *zap.Logger, shards []*shard.Shard) {
-	start := time.Now()
+// the outcome once, with the time since start, when the shards started loading.
+func waitLoaded(ctx context.Context, logger *zap.Logger, shards []*shard.Shard, start time.Time) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(shards))
 	for i, s := range shards {
