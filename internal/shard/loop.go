@@ -61,18 +61,21 @@ func (s *Shard) run() {
 		if s.serve() {
 			return
 		}
-		// A cold-snapshot job does not survive the reload; its calls get the append's failure.
-		s.abortCold(appendFailed(s.appendErr))
 		if err := s.syncLost; err != nil {
 			// Another partition's file-system sync failed while this one had nothing unsynced:
 			// fail now, as every partition must until the restart, instead of at the next use
-			// of the log, so that /readyz and the alerts name every partition at once.
+			// of the log, so that /readyz and the alerts name every partition at once. A
+			// cold-snapshot job under way stops; its calls are told that the partition failed.
 			s.logSyncFailed(err)
 			s.setStatus(Failed, err, 0)
+			r, _ := s.gate()
+			s.abortCold(r)
 			s.waitFailed(-1)
 			s.shutdown()
 			return
 		}
+		// A cold-snapshot job does not survive the reload; its calls get the append's failure.
+		s.abortCold(appendFailed(s.appendErr))
 		// A commit failed: the batch may be on disk (even only in the page cache, its
 		// write-back failed) without having been acknowledged. The reload cuts the log back to
 		// where it was last durable, so that the batch can never reappear.
@@ -270,6 +273,10 @@ func (s *Shard) serve() bool {
 		}
 		if s.cold != nil {
 			select {
+			case <-syncFailed:
+				// Between chunks everything the job appended is durable: as when idle.
+				s.syncLost = s.opts.Log.SyncGroup.Err()
+				return false
 			case o := <-s.ops:
 				if !s.commitOps(o, false) {
 					return false
