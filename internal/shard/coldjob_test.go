@@ -15,7 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
@@ -255,6 +257,8 @@ func TestShardColdJobAppendFailsMidJob(t *testing.T) {
 	clock := newFakeClock()
 	fs := faultfs.Wrap(vfs.OS(), nil)
 	ts := newTestShard(t, Options{Now: clock.Now, MaxBatchRecords: 1, Log: statelog.Options{FS: fs}})
+	core, logs := observer.New(zapcore.InfoLevel)
+	ts.logger = zap.New(zapcore.NewTee(core, ts.logger.Core()))
 	s := ts.active(nil)
 	ctx := context.Background()
 	for i := 0; i < 4; i++ {
@@ -285,6 +289,9 @@ func TestShardColdJobAppendFailsMidJob(t *testing.T) {
 	a1, a2 := <-c1, <-c2
 	if a1.err == nil || a2.err == nil {
 		t.Fatalf("answers %+v and %+v, want both failed", a1, a2)
+	}
+	if logs.FilterMessageSnippet("cold-partition snapshots written by a job that did not finish").Len() != 1 {
+		t.Fatalf("the stopped job's partial work is not logged once:\n%v", logs.All())
 	}
 	fs.SetInjector(nil)
 	waitState(t, s, Active)

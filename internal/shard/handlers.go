@@ -292,8 +292,9 @@ type coldJob struct {
 // startCold begins snapshotColdPartitions: unless every key's latest snapshot is itself a cold
 // snapshot (the shard is quiet), it collects every key whose last snapshot is at least the
 // interval old. The order is deterministic and oldest snapshot first (the offsets list's), so
-// that a prune between the job's commits can already advance; keys that never had a snapshot (a
-// replayed update without one) come first, in map-key order. It returns nil when there is
+// that a Prune call between the job's commits can already advance (the prune timer waits for the
+// job's end); keys that never had a snapshot (a replayed update without one) come first, in
+// map-key order. It returns nil when there is
 // nothing to write.
 func (m *machine) startCold() *coldJob {
 	now := m.now().UnixMilli()

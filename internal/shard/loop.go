@@ -331,6 +331,7 @@ func (s *Shard) drainQueued() bool {
 		case s.cold != nil && (len(s.coldWaiters) > 0 || len(s.coldNext) > 0):
 			ok = s.coldChunk()
 		default:
+			s.logColdStopped("no call waits for it, and the partition is closing")
 			s.cold, s.coldByTimer = nil, false // a job that no call waits for is dropped
 			s.shutdown()
 			return true
@@ -346,11 +347,20 @@ func (s *Shard) drainQueued() bool {
 // abortCold drops the cold-snapshot job under way, if any, answering its calls, and those waiting
 // for the next job, with r.
 func (s *Shard) abortCold(r Result) {
+	s.logColdStopped("stopped by a failure")
 	for _, o := range append(s.coldWaiters, s.coldNext...) {
 		o.fail(r)
 		close(o.done)
 	}
-	s.cold, s.coldWaiters, s.coldNext, s.coldByTimer = nil, nil, nil, false
+	// The next serve starts its timers afresh: no finished timer job is left to report.
+	s.cold, s.coldWaiters, s.coldNext, s.coldByTimer, s.coldTimerDone = nil, nil, nil, false, false
+}
+
+// logColdStopped logs what a cold-snapshot job that will not finish wrote before it stopped.
+func (s *Shard) logColdStopped(why string) {
+	if s.cold != nil && s.cold.written > 0 {
+		s.logger.Info("cold-partition snapshots written by a job that did not finish: "+why, zap.Int("records", s.cold.written))
+	}
 }
 
 // jobFinished tells a test that a timer-driven job ran; it never blocks the shard.

@@ -332,7 +332,9 @@ func (s *Shard) ReadSummary(ctx context.Context, r SummaryRequest) SummaryResult
 }
 
 // Prune does what the prune timer does (Kafka's prune job): after every earlier operation is
-// durable, if the last redundant offset is present and differs from the last pruned one, it moves
+// durable (of an earlier SnapshotColdPartitions, only the chunks of its job committed so far: a
+// Prune runs between a job's chunks), if the last redundant offset is present and differs from
+// the last pruned one, it moves
 // the log-start offset there (deleting superseded segments). It returns the log-start offset
 // afterwards.
 func (s *Shard) Prune(ctx context.Context) (int64, error) {
