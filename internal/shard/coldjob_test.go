@@ -201,14 +201,7 @@ func TestShardColdJobChunksStress(t *testing.T) {
 			st := s.Stats()
 			t.Logf("keys %d, log %d..%d, commits %d, snapshots %d, updates %d, tombstones %d",
 				st.Keys, st.LogStartOffset, st.LogEndOffset, st.Commits, st.Records.Snapshots, st.Records.Updates, st.Records.Tombstones)
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			s2 := ts.active(nil)
-			if err := s2.Close(); err != nil {
-				t.Fatal(err)
-			}
-			assertSameOffsets(t, s2.m, s.m)
+			assertSameOffsets(t, reloaded(t, ts, s), s.m)
 		})
 	}
 }
@@ -300,14 +293,7 @@ func TestShardColdJobAppendFailsMidJob(t *testing.T) {
 	if n, err := s.SnapshotColdPartitions(ctx); err != nil {
 		t.Fatalf("cold job after the reload: %d, %v", n, err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2 := ts.active(nil)
-	if err := s2.Close(); err != nil {
-		t.Fatal(err)
-	}
-	assertSameMachine(t, s2.m, s.m)
+	assertSameMachine(t, reloaded(t, ts, s), s.m)
 }
 
 // Close during a timer-driven cold-snapshot job that a call waits behind (for a job of its own)

@@ -111,14 +111,7 @@ func TestShardReopenProperty(t *testing.T) {
 					func() { clock.advance(3 * time.Second) },
 				)
 			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			s2 := ts.active(nil)
-			if err := s2.Close(); err != nil {
-				t.Fatal(err)
-			}
-			assertSameMachine(t, s2.m, s.m)
+			assertSameMachine(t, reloaded(t, ts, s), s.m)
 		})
 	}
 }

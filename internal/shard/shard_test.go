@@ -739,3 +739,17 @@ func startHeldColdJob(t *testing.T, maxBatch, n int) (ts *testShard, s *Shard, h
 	}()
 	return ts, s, held, release, cold
 }
+
+// reloaded closes s, opens its log again in a new shard of ts, closes that too and returns the
+// state the reload built, to compare with s's.
+func reloaded(t *testing.T, ts *testShard, s *Shard) *machine {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := ts.active(nil)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return s2.m
+}
