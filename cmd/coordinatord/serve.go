@@ -166,6 +166,9 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 			return err
 		}
 	}
+	if err := createPartitionDirs(logger, f.dataDir, broker.NumPartitions()); err != nil {
+		return err
+	}
 	logEffectiveConfig(logger, f, cfg)
 
 	grpcLis = netutil.LimitListener(grpcLis, broker.GRPCMaxConnections())
@@ -335,6 +338,24 @@ func checkMissingPartitions(dataDir string, n int) error {
 	return fmt.Errorf("--data-dir %s: the directories of %d state partitions are missing (%s) while %s holds records: "+
 		"their logs would start empty, and the share-group state they held would be lost; restore them from a backup, "+
 		"or, to start them empty on purpose, create them as empty directories", dataDir, len(missing), strings.Join(shown, ", "), holder)
+}
+
+// createPartitionDirs creates every state partition's directory, and makes the entries durable,
+// before any partition loads and takes writes: a partition loading late (or retrying a failed
+// create) must not leave its directory missing next to another's acknowledged records, which
+// checkMissingPartitions would refuse at the next start. A directory that cannot be created is
+// left to its partition, which reports the error and retries.
+func createPartitionDirs(logger *zap.Logger, dataDir string, n int) error {
+	fsys := vfs.OS()
+	for p := range n {
+		if err := fsys.MkdirAll(shard.LogDir(dataDir, p)); err != nil {
+			logger.Warn("cannot create a state partition's directory; the partition retries when it loads", zap.Error(err))
+		}
+	}
+	if err := fsys.SyncDir(dataDir); err != nil {
+		return fmt.Errorf("--data-dir %s: sync the directory: %w", dataDir, err)
+	}
+	return nil
 }
 
 func serveErr(what string, err error) error {
