@@ -52,8 +52,9 @@ func (l *afterAppendLog) Append(records [][]byte) (int64, error) {
 }
 
 // A failed file-system sync of the sync group (another partition's) finds a partition between two
-// chunks of a cold-snapshot job: it fails at once, as an idle one does (8daca25), without another
-// append or a reload, and the job's call is told that the partition failed.
+// chunks of a cold-snapshot job, with a write queued: it fails at once, as an idle one does,
+// without another append or a reload, and the job's call and the write are told that the
+// partition failed.
 func TestShardSyncGroupFailsBetweenColdChunks(t *testing.T) {
 	dataDir, fsys, g := newOSSyncGroup(t)
 	metrics := NewMetrics(prometheus.NewRegistry(), 10)
@@ -99,6 +100,9 @@ func TestShardSyncGroupFailsBetweenColdChunks(t *testing.T) {
 	}
 	fsys.SetInjector(nil)
 	<-g.Failed()
+	wrote := make(chan Result, 1)
+	go func() { wrote <- b.Write(ctx, WriteRequest{Key: key(0), StateEpoch: 1, StartOffset: 5}) }()
+	waitQueued(t, b, 1)
 	bl.mu.Lock()
 	bl.gate, bl.held = nil, nil
 	bl.mu.Unlock()
@@ -106,6 +110,9 @@ func TestShardSyncGroupFailsBetweenColdChunks(t *testing.T) {
 	c := <-cold
 	if c.err == nil || !strings.Contains(c.err.Error(), "file-system sync") {
 		t.Fatalf("cold call: %d, %v; want the sync failure", c.n, c.err)
+	}
+	if r := <-wrote; r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "file-system sync") {
+		t.Fatalf("write queued when the sync group failed: %+v, want the sync failure", r)
 	}
 	waitState(t, b, Failed)
 	if err := b.WaitLoaded(ctx); !errors.Is(err, statelog.ErrSyncFailed) {

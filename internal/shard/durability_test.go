@@ -730,3 +730,46 @@ func logOfOneKey(t *testing.T) (dataDir, logDir string) {
 	logDir, _ = Options{DataDir: dataDir}.withDefaults().logLocation()
 	return dataDir, logDir
 }
+
+// A partition waiting to retry a failed load (an I/O error, a long backoff) when the sync group
+// fails turns failed for good with the sync failure at once, not at its next retry.
+func TestShardSyncGroupFailureCutsLoadBackoff(t *testing.T) {
+	dataDir, fsys, g := newOSSyncGroup(t)
+	dir1 := LogDir(dataDir, 1)
+	var breakLoad, breakSync atomic.Bool
+	breakLoad.Store(true)
+	fsys.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
+		switch {
+		case breakLoad.Load() && op.Kind == faultfs.OpReadDir && op.Path == dir1:
+			return syscall.EIO
+		case op.Kind == faultfs.OpSyncFS && breakSync.CompareAndSwap(true, false):
+			return syscall.EIO
+		}
+		return nil
+	}))
+	opts := func(p int) Options {
+		return Options{Partition: p, DataDir: dataDir, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour,
+			Log: statelog.Options{FS: fsys, SyncGroup: g}}
+	}
+	a := openReal(t, zaptest.NewLogger(t), opts(0))
+	b := openReal(t, zaptest.NewLogger(t), opts(1))
+	ctx := context.Background()
+	if err := a.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitLoaded(ctx); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("partition 1 loaded with %v, want EIO", err)
+	}
+	breakLoad.Store(false)
+	breakSync.Store(true)
+	if r := a.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}); r.Code != ErrCoordinatorNotAvailable {
+		t.Fatalf("initialize whose sync failed: %+v", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for err := b.Status().Err; !errors.Is(err, statelog.ErrSyncFailed); err = b.Status().Err {
+		if time.Now().After(deadline) {
+			t.Fatalf("partition 1 still failed with %v, want the sync failure", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

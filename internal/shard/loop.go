@@ -70,6 +70,10 @@ func (s *Shard) run() {
 			s.setStatus(Failed, err, 0)
 			r, _ := s.gate()
 			s.abortCold(r)
+			if o := s.carry; o != nil {
+				s.carry = nil
+				o.refuse(r)
+			}
 			s.waitFailed(-1)
 			s.shutdown()
 			return
@@ -224,14 +228,17 @@ func (s *Shard) cutToDurableEnd() {
 	s.logger.Warn("closing after a failed commit: cut the state log back to its durable end", zap.Int64("durable_end", end))
 }
 
-// waitFailed answers queued operations while Failed, until the backoff elapses (true) or the shard
-// is closed (false). A negative wait never elapses.
+// waitFailed answers queued operations while Failed, until the backoff elapses or the log's sync
+// group fails (true: load again, which then fails for good) or the shard is closed (false). A
+// negative wait never elapses.
 func (s *Shard) waitFailed(wait time.Duration) bool {
 	var retry <-chan time.Time
+	var syncFailed <-chan struct{} // a failed sync group makes the retry fail for good at once
 	if wait >= 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		retry = t.C
+		syncFailed = s.opts.Log.SyncGroup.Failed()
 	}
 	for {
 		select {
@@ -239,6 +246,8 @@ func (s *Shard) waitFailed(wait time.Duration) bool {
 			r, _ := s.gate()
 			o.refuse(r)
 		case <-retry:
+			return true
+		case <-syncFailed:
 			return true
 		case <-s.drain:
 			return false
@@ -266,6 +275,12 @@ func (s *Shard) serve() bool {
 	defer coldT.stop()
 	syncFailed := s.opts.Log.SyncGroup.Failed()
 	for {
+		// Checked before any commit too, not only by the selects below: a select that finds an
+		// operation and the failure ready at once may take the operation, whose append the failed
+		// group would refuse, and the shard would reload as if an append of its own had failed.
+		if s.lostSync(syncFailed) {
+			return false
+		}
 		if s.coldTimerDone {
 			s.coldTimerDone = false
 			s.jobFinished(opCold)
@@ -274,10 +289,12 @@ func (s *Shard) serve() bool {
 		if s.cold != nil {
 			select {
 			case <-syncFailed:
-				// Between chunks everything the job appended is durable: as when idle.
-				s.syncLost = s.opts.Log.SyncGroup.Err()
-				return false
+				continue // between chunks everything the job appended is durable: as when idle
 			case o := <-s.ops:
+				if s.lostSync(syncFailed) {
+					s.carry = o // answered with the partition's failure
+					return false
+				}
 				if !s.commitOps(o, false) {
 					return false
 				}
@@ -292,10 +309,12 @@ func (s *Shard) serve() bool {
 		}
 		select {
 		case <-syncFailed:
-			// Between commits everything appended is durable: there is nothing to cut.
-			s.syncLost = s.opts.Log.SyncGroup.Err()
-			return false
+			continue // between commits everything appended is durable: there is nothing to cut
 		case o := <-s.ops:
+			if s.lostSync(syncFailed) {
+				s.carry = o // answered with the partition's failure
+				return false
+			}
 			if !s.commitOps(o, false) {
 				return false
 			}
@@ -306,12 +325,27 @@ func (s *Shard) serve() bool {
 			s.jobFinished(opPrune)
 			pruneT.reset()
 		case <-coldT.c():
+			if s.lostSync(syncFailed) {
+				return false
+			}
 			if !s.startCold(nil, true) {
 				return false
 			}
 		case <-s.drain:
 			return s.drainQueued()
 		}
+	}
+}
+
+// lostSync reports, without waiting, whether the log's sync group has failed (failed closed),
+// and then records its error in s.syncLost.
+func (s *Shard) lostSync(failed <-chan struct{}) bool {
+	select {
+	case <-failed:
+		s.syncLost = s.opts.Log.SyncGroup.Err()
+		return true
+	default:
+		return false
 	}
 }
 
