@@ -169,16 +169,21 @@ func TestPartitionCountIsRecorded(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "config", "store"), filepath.Join(t.TempDir(), "store")); err != nil {
 		t.Fatal(err)
 	}
+	// More partitions than the directories show: created with fewer, or the last ones missing.
 	wantBadConfig(t, dir, nil, nil,
-		"share.coordinator.state.topic.num.partitions=50, but --data-dir "+dir+" holds the state partitions of 5",
+		"share.coordinator.state.topic.num.partitions=50, but --data-dir "+dir+" holds state partitions only up to __share_group_state-4",
+		"start with share.coordinator.state.topic.num.partitions=5", "__share_group_state-5 to __share_group_state-49 are missing")
+	wantBadConfig(t, dir, nil, []string{"--override", "share.coordinator.state.topic.num.partitions=3"},
+		"share.coordinator.state.topic.num.partitions=3, but --data-dir "+dir+" holds the state partitions of 5",
 		"start with share.coordinator.state.topic.num.partitions=5")
 	p = startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=5")
 	if code := p.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit status %d after the store was recreated", code)
 	}
 
-	// With the store in place it decides: the highest partition directory missing (moved aside
-	// for a repair, say) does not make the recorded count look wrong.
+	// With the store in place it decides: the highest partition directory missing does not make
+	// the recorded count look wrong (no partition holds records, so the missing directory is not
+	// refused either: TestMissingPartitionDirectory).
 	if err := os.Rename(filepath.Join(dir, "__share_group_state-4"), filepath.Join(t.TempDir(), "aside")); err != nil {
 		t.Fatal(err)
 	}
@@ -366,9 +371,7 @@ func TestCreatePartitionDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zapcore.WarnLevel)
-	if err := createPartitionDirs(zap.New(core), dataDir, 4); err != nil {
-		t.Fatal(err)
-	}
+	createPartitionDirs(zap.New(core), dataDir, 4)
 	for _, p := range []int{0, 1, 3} {
 		if st, err := os.Stat(filepath.Join(dataDir, "__share_group_state-"+strconv.Itoa(p))); err != nil || !st.IsDir() {
 			t.Fatalf("partition %d: %v", p, err)

@@ -166,9 +166,7 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 			return err
 		}
 	}
-	if err := createPartitionDirs(logger, f.dataDir, broker.NumPartitions()); err != nil {
-		return err
-	}
+	createPartitionDirs(logger, f.dataDir, broker.NumPartitions())
 	logEffectiveConfig(logger, f, cfg)
 
 	grpcLis = netutil.LimitListener(grpcLis, broker.GRPCMaxConnections())
@@ -288,10 +286,20 @@ func checkPartitionDirs(dataDir string, n int) error {
 	if err != nil || len(ps) == 0 {
 		return err
 	}
-	if have := ps[len(ps)-1] + 1; have != n {
+	have := ps[len(ps)-1] + 1
+	switch {
+	case have > n:
 		return fmt.Errorf("%s=%d, but --data-dir %s holds the state partitions of %d (%s0 to %s%d): changing the count would "+
 			"route share-group state keys to other partitions; start with %s=%d",
 			groupcfg.KeyNumPartitions, n, dataDir, have, logDirPrefix, logDirPrefix, have-1, groupcfg.KeyNumPartitions, have)
+	case have < n:
+		// Without the store the two cannot be told apart: a data directory created with fewer
+		// partitions, or one whose last partitions' directories are missing (a partial restore).
+		return fmt.Errorf("%s=%d, but --data-dir %s holds state partitions only up to %s%d: either it was created with %d "+
+			"(start with %s=%d; changing the count would route share-group state keys to other partitions), or the "+
+			"directories %s%d to %s%d are missing (restore them from the backup it came from)",
+			groupcfg.KeyNumPartitions, n, dataDir, logDirPrefix, have-1, have, groupcfg.KeyNumPartitions, have,
+			logDirPrefix, have, logDirPrefix, n-1)
 	}
 	return nil
 }
@@ -343,9 +351,10 @@ func checkMissingPartitions(dataDir string, n int) error {
 // createPartitionDirs creates every state partition's directory, and makes the entries durable,
 // before any partition loads and takes writes: a partition loading late (or retrying a failed
 // create) must not leave its directory missing next to another's acknowledged records, which
-// checkMissingPartitions would refuse at the next start. A directory that cannot be created is
-// left to its partition, which reports the error and retries.
-func createPartitionDirs(logger *zap.Logger, dataDir string, n int) error {
+// checkMissingPartitions would refuse at the next start. A directory that cannot be created (or
+// a data directory that cannot be synced) is left to the partitions, which report the error and
+// retry.
+func createPartitionDirs(logger *zap.Logger, dataDir string, n int) {
 	fsys := vfs.OS()
 	for p := range n {
 		if err := fsys.MkdirAll(shard.LogDir(dataDir, p)); err != nil {
@@ -353,9 +362,8 @@ func createPartitionDirs(logger *zap.Logger, dataDir string, n int) error {
 		}
 	}
 	if err := fsys.SyncDir(dataDir); err != nil {
-		return fmt.Errorf("--data-dir %s: sync the directory: %w", dataDir, err)
+		logger.Warn("cannot sync the data directory after creating the state partitions' directories; each partition syncs it again when it loads", zap.Error(err))
 	}
-	return nil
 }
 
 func serveErr(what string, err error) error {
