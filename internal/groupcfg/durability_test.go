@@ -295,6 +295,8 @@ func TestDamagedStore(t *testing.T) {
 		{"not a store", "hello world\n{}", "bad header"},
 		{"newer version", strings.Replace(header, storeMagic+" 1 ", storeMagic+" 2 ", 1) + body, "format version 2"},
 		{"version 0", strings.Replace(header, storeMagic+" 1 ", storeMagic+" 0 ", 1) + body, "format version 0"},
+		// A damaged version digit in a damaged file is damage, not a newer release's store.
+		{"newer version, damaged body", strings.Replace(header, storeMagic+" 1 ", storeMagic+" 2 ", 1) + "X" + body[1:], "checksum mismatch"},
 		{"bad length", strings.Replace(header, fmt.Sprintf(" %d ", len(body)), " x ", 1) + body, "bad body length"},
 		{"truncated body", header + body[:len(body)-5], "truncated"},
 		{"trailing bytes", header + body + "garbage", "unexpected bytes"},

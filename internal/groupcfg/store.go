@@ -87,13 +87,6 @@ func decodeStore(path string, data []byte) (*storeState, error) {
 	if err != nil {
 		return nil, damaged("bad format version %q", fields[1])
 	}
-	if version > storeVersion {
-		return nil, &StoreError{Path: path, Newer: true,
-			Reason: fmt.Sprintf("format version %d, but this release reads version %d", version, storeVersion)}
-	}
-	if version != storeVersion {
-		return nil, damaged("format version %d, but this release reads version %d", version, storeVersion)
-	}
 	length, err := strconv.Atoi(fields[2])
 	if err != nil || length < 0 {
 		return nil, damaged("bad body length %q", fields[2])
@@ -111,6 +104,15 @@ func decodeStore(path string, data []byte) (*storeState, error) {
 	}
 	if got := crc32.Checksum(body, castagnoli); got != uint32(sum) {
 		return nil, damaged("checksum mismatch: header says %08x, contents hash to %08x", sum, got)
+	}
+	// The version is judged only in a file whose length and checksum hold: a damaged digit of the
+	// version must not pass for a newer release's store (whose advice is to keep the file).
+	if version > storeVersion {
+		return nil, &StoreError{Path: path, Newer: true,
+			Reason: fmt.Sprintf("format version %d, but this release reads version %d", version, storeVersion)}
+	}
+	if version != storeVersion {
+		return nil, damaged("format version %d, but this release reads version %d", version, storeVersion)
 	}
 	var st storeState
 	dec := json.NewDecoder(bytes.NewReader(body))

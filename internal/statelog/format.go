@@ -74,9 +74,9 @@ func (h segmentHeader) encode(b []byte) {
 
 // decodeSegmentHeader parses b (segmentHeaderSize bytes). intact reports whether the bytes
 // are a header as written (magic and checksum match); reason is non-empty when the header is
-// not usable, whether or not it is intact. unsupported reports an intact header whose format
-// version, flags or reserved field this release does not know: a newer release wrote it, and
-// it is not damage.
+// not usable, whether or not it is intact. unsupported reports an intact header of a later
+// format version, or of this one with flags or a reserved field this release does not know: a
+// newer release wrote it, and it is not damage.
 func decodeSegmentHeader(b []byte) (h segmentHeader, intact bool, reason string, unsupported bool) {
 	if binary.LittleEndian.Uint32(b[0:]) != segmentMagic {
 		return h, false, "bad segment header magic", false
@@ -85,7 +85,8 @@ func decodeSegmentHeader(b []byte) (h segmentHeader, intact bool, reason string,
 		return h, false, "segment header checksum mismatch", false
 	}
 	if v := binary.LittleEndian.Uint16(b[4:]); v != formatVersion {
-		return h, true, fmt.Sprintf("segment format version %d, but this release reads version %d", v, formatVersion), true
+		// Only a later version is a newer release's; no release wrote an earlier one.
+		return h, true, fmt.Sprintf("segment format version %d, but this release reads version %d", v, formatVersion), v > formatVersion
 	}
 	if f, r := binary.LittleEndian.Uint16(b[6:]), binary.LittleEndian.Uint32(b[24:]); f != 0 || r != 0 {
 		return h, true, fmt.Sprintf("segment header flags %#x and reserved field %#x, but this release knows neither", f, r), true
@@ -199,7 +200,8 @@ func encodeOffsetFile(b []byte, magic uint32, off int64) {
 
 // decodeOffsetFile decodes an offset file with the given magic; what names the file in the
 // reason it gives for one it cannot use. unsupported reports a file whose checksum holds but
-// whose format version or flags this release does not know: a newer release wrote it.
+// whose format version is later than this release's, or whose flags it does not know: a newer
+// release wrote it.
 func decodeOffsetFile(b []byte, magic uint32, what string) (off int64, reason string, unsupported bool) {
 	switch {
 	case len(b) != startFileSize:
@@ -211,7 +213,7 @@ func decodeOffsetFile(b []byte, magic uint32, what string) (off int64, reason st
 	}
 	if v, f := binary.LittleEndian.Uint16(b[4:]), binary.LittleEndian.Uint16(b[6:]); v != formatVersion || f != 0 {
 		return 0, fmt.Sprintf("%s format version %d, flags %#x, but this release reads version %d without flags",
-			what, v, f, formatVersion), true
+			what, v, f, formatVersion), v >= formatVersion
 	}
 	u := binary.LittleEndian.Uint64(b[8:])
 	if u > maxOffset {

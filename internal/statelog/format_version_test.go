@@ -93,3 +93,22 @@ func TestNewerFormatIsNotDamage(t *testing.T) {
 		})
 	}
 }
+
+// An earlier format version than this release's was never written by any release: an intact
+// file claiming one is damage, not a newer release's file.
+func TestEarlierFormatVersionIsDamage(t *testing.T) {
+	var b [segmentHeaderSize]byte
+	segmentHeader{id: 1, base: 0}.encode(b[:])
+	binary.LittleEndian.PutUint16(b[4:], formatVersion-1)
+	binary.LittleEndian.PutUint32(b[28:], crc(b[:28]))
+	if _, intact, reason, unsupported := decodeSegmentHeader(b[:]); !intact || reason == "" || unsupported {
+		t.Fatalf("segment header of version %d: intact %v, reason %q, unsupported %v; want damage", formatVersion-1, intact, reason, unsupported)
+	}
+	var o [startFileSize]byte
+	encodeOffsetFile(o[:], startMagic, 7)
+	binary.LittleEndian.PutUint16(o[4:], formatVersion-1)
+	binary.LittleEndian.PutUint32(o[16:], crc(o[:16]))
+	if _, reason, unsupported := decodeOffsetFile(o[:], startMagic, "log-start offset file"); reason == "" || unsupported {
+		t.Fatalf("offset file of version %d: reason %q, unsupported %v; want damage", formatVersion-1, reason, unsupported)
+	}
+}
