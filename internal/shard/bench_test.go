@@ -275,7 +275,8 @@ func BenchmarkShardWrites(b *testing.B) {
 
 // BenchmarkColdJobStall measures what a cold-partition snapshot job over a state partition of many
 // keys costs the writes that arrive while it runs: the job's duration, and the worst latency of a
-// write (one writer, random keys) that overlapped it. Each iteration is one job over every key.
+// write of one writer on random keys, which starts 20 ms before the job and stops after it. Each
+// iteration is one job over every key.
 func BenchmarkColdJobStall(b *testing.B) {
 	for _, nKeys := range []int{100_000} {
 		b.Run(fmt.Sprintf("keys=%d/batches=10", nKeys), func(b *testing.B) {
