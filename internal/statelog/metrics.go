@@ -3,7 +3,6 @@ package statelog
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -128,21 +127,22 @@ type logMetrics struct {
 	gauges          *logGauges
 }
 
-// logGauges are the gauges of one log, bound on its first publish.
+// logGauges are the gauges of one log, bound on its first publish (by the log's owner, one
+// goroutine).
 type logGauges struct {
 	m                                       *Metrics
 	name                                    string
-	once                                    sync.Once
 	sizeBytes, startOffset, endOffset, segs prometheus.Gauge
 }
 
 func (g *logGauges) bind() {
-	g.once.Do(func() {
-		g.sizeBytes = g.m.sizeBytes.WithLabelValues(g.name)
-		g.startOffset = g.m.startOffset.WithLabelValues(g.name)
-		g.endOffset = g.m.endOffset.WithLabelValues(g.name)
-		g.segs = g.m.segments.WithLabelValues(g.name)
-	})
+	if g.sizeBytes != nil {
+		return
+	}
+	g.sizeBytes = g.m.sizeBytes.WithLabelValues(g.name)
+	g.startOffset = g.m.startOffset.WithLabelValues(g.name)
+	g.endOffset = g.m.endOffset.WithLabelValues(g.name)
+	g.segs = g.m.segments.WithLabelValues(g.name)
 }
 
 func (m *Metrics) forLog(name string) logMetrics {
