@@ -291,11 +291,7 @@ func (s *Shard) serve() bool {
 			case <-syncFailed:
 				continue // between chunks everything the job appended is durable: as when idle
 			case o := <-s.ops:
-				if s.lostSync(syncFailed) {
-					s.carry = o // answered with the partition's failure
-					return false
-				}
-				if !s.commitOps(o, false) {
+				if !s.commitReceived(o, syncFailed) {
 					return false
 				}
 			case <-s.drain:
@@ -311,11 +307,7 @@ func (s *Shard) serve() bool {
 		case <-syncFailed:
 			continue // between commits everything appended is durable: there is nothing to cut
 		case o := <-s.ops:
-			if s.lostSync(syncFailed) {
-				s.carry = o // answered with the partition's failure
-				return false
-			}
-			if !s.commitOps(o, false) {
+			if !s.commitReceived(o, syncFailed) {
 				return false
 			}
 		case <-pruneT.c():
@@ -335,6 +327,17 @@ func (s *Shard) serve() bool {
 			return s.drainQueued()
 		}
 	}
+}
+
+// commitReceived commits o, just received by serve, unless the log's sync group failed
+// meanwhile: then o is kept (s.carry) to be answered with the partition's failure. false: serve
+// must return.
+func (s *Shard) commitReceived(o *op, syncFailed <-chan struct{}) bool {
+	if s.lostSync(syncFailed) {
+		s.carry = o
+		return false
+	}
+	return s.commitOps(o, false)
 }
 
 // lostSync reports, without waiting, whether the log's sync group has failed (failed closed),
