@@ -184,9 +184,7 @@ func (s *Shard) publish() {
 	} else {
 		s.lro.Store(-1)
 	}
-	if s.metrics != nil && s.metrics.keys != nil {
-		s.metrics.keys.Set(float64(len(s.m.states)))
-	}
+	s.metrics.setKeys(len(s.m.states))
 }
 
 func (s *Shard) closeLog() error {
@@ -643,9 +641,7 @@ func (s *Shard) prune() (int64, error) {
 	}
 	s.lastPruned = v
 	s.pruned.Store(v)
-	if s.metrics != nil && s.metrics.lastPruned != nil {
-		s.metrics.lastPruned.Set(float64(v))
-	}
+	s.metrics.setLastPruned(v)
 	s.logger.Debug("state log pruned", zap.Int64("start_offset", v))
 	return s.log.StartOffset(), nil
 }

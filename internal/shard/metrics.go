@@ -167,8 +167,21 @@ func (sm *shardMetrics) loaded(took time.Duration, lastPruned int64, keys int) {
 		sm.keys = sm.m.keys.WithLabelValues(sm.partition)
 	}
 	sm.loadSeconds.Set(took.Seconds())
-	sm.lastPruned.Set(float64(lastPruned))
-	sm.keys.Set(float64(keys))
+	sm.setLastPruned(lastPruned)
+	sm.setKeys(keys)
+}
+
+// setLastPruned and setKeys update their gauge once the first load has created it (see loaded).
+func (sm *shardMetrics) setLastPruned(v int64) {
+	if sm != nil && sm.lastPruned != nil {
+		sm.lastPruned.Set(float64(v))
+	}
+}
+
+func (sm *shardMetrics) setKeys(n int) {
+	if sm != nil && sm.keys != nil {
+		sm.keys.Set(float64(n))
+	}
 }
 
 // setStatus marks st as the partition's current status.
