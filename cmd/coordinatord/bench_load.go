@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -199,16 +198,11 @@ func (t loadTLS) dialOptions() ([]grpc.DialOption, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}
 	var errs []error
 	if t.caFile != "" {
-		pem, err := os.ReadFile(t.caFile)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("--tls-ca-file: %w", err))
-		default:
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				errs = append(errs, fmt.Errorf("--tls-ca-file %s: no PEM certificate in it", t.caFile))
-			}
+		pool, err := readCertPool(t.caFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--tls-ca-file %s: %w", t.caFile, err))
 		}
+		cfg.RootCAs = pool
 	}
 	switch {
 	case (t.certFile == "") != (t.keyFile == ""):

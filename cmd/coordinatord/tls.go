@@ -210,16 +210,24 @@ func loadTLSMaterial(files certFiles) (*tlsMaterial, error) {
 	}
 	m := &tlsMaterial{cert: cert, leaf: leaf}
 	if files.clientCA != "" {
-		pem, err := os.ReadFile(files.clientCA)
-		if err != nil {
+		if m.clientCAs, err = readCertPool(files.clientCA); err != nil {
 			return nil, fmt.Errorf("%s=%s: %w", groupcfg.KeyTLSClientCAFile, files.clientCA, err)
-		}
-		m.clientCAs = x509.NewCertPool()
-		if !m.clientCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s=%s: the file holds no PEM certificate", groupcfg.KeyTLSClientCAFile, files.clientCA)
 		}
 	}
 	return m, nil
+}
+
+// readCertPool reads a PEM file of CA certificates; one holding none is an error.
+func readCertPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("the file holds no PEM certificate")
+	}
+	return pool, nil
 }
 
 // listenerTLS is the TLS configuration of one listening port: how clients are authenticated and
