@@ -2,7 +2,6 @@ package shard
 
 import (
 	"fmt"
-	"math"
 	"sort"
 
 	"go.uber.org/zap"
@@ -350,15 +349,4 @@ func (m *machine) coldStep(j *coldJob, p *pending, maxRecords, maxBytes int) boo
 	}
 	j.keys = nil
 	return true
-}
-
-// snapshotCold is snapshotColdPartitions in one go: every record of the job goes to p. It returns
-// the number of records written.
-func (m *machine) snapshotCold(p *pending) int {
-	j := m.startCold()
-	if j == nil {
-		return 0
-	}
-	m.coldStep(j, p, math.MaxInt, math.MaxInt)
-	return j.written
 }

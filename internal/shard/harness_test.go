@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"reflect"
 	"slices"
 	"sync"
@@ -106,10 +107,16 @@ func (h *harness) delete(k Key) Result {
 
 func (h *harness) summary(k Key) SummaryResult { return h.m.summary(&SummaryRequest{Key: k}) }
 
+// cold runs a whole cold-partition snapshot job in one step and returns the records it wrote.
 func (h *harness) cold() int {
 	h.begin()
 	defer h.end()
-	return h.m.snapshotCold(&h.p)
+	j := h.m.startCold()
+	if j == nil {
+		return 0
+	}
+	h.m.coldStep(j, &h.p, math.MaxInt, math.MaxInt)
+	return j.written
 }
 
 // replay appends an externally made record to the log and replays it, as Kafka's tests do.
