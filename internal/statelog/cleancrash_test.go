@@ -61,6 +61,7 @@ func (w *cleanWorkload) run(fsys FS) error {
 		if err := l.SetStartOffset(off); err != nil {
 			return err
 		}
+		l.remover.wait() // the same order of operations on every run
 		w.start, w.startTo = off, -1
 		return nil
 	}

@@ -80,8 +80,9 @@
 // The log-start offset file is 20 bytes: magic "CDSO" u32, version u16, flags u16, offset
 // u64, crc32c u32; the clean-end file is the same with magic "CDCE", written as
 // clean-end.tmp, synced and renamed. SetStartOffset replaces it atomically (write start-offset.tmp, fsync,
-// rename, fsync the directory) and only then deletes segments wholly below the new offset, so
-// a crash in between leaves segments that the next Open deletes. The active segment is never
+// rename, fsync the directory) and only then drops segments wholly below the new offset,
+// whose files a goroutine of the log deletes in the background (Close waits for it), so a
+// crash in between leaves segments that the next Open deletes. The active segment is never
 // deleted.
 //
 // The magic numbers, sizes, field layouts, file names and MaxBatchBytes are part of the format:

@@ -22,6 +22,8 @@ type Log struct {
 	m      logMetrics
 	lock   io.Closer
 
+	remover segmentRemover // deletes the files of dropped segments
+
 	// Owner-goroutine state.
 	segments []segment // in offset order; the last is the active segment
 	active   File      // the active segment, open for writing
@@ -117,10 +119,12 @@ func (l *Log) StartOffset() int64 { return l.start.Load() }
 // EndOffset returns the offset the next appended record will get.
 func (l *Log) EndOffset() int64 { return l.end.Load() }
 
-// Size returns the bytes of all segment files.
+// Size returns the bytes of the log's segments; those below the log-start offset do not count,
+// even while their files are being deleted.
 func (l *Log) Size() int64 { return l.size.Load() }
 
-// Close closes the log's files and releases its directory lock. Every acknowledged append is
+// Close closes the log's files and releases its directory lock, once the deletions of dropped
+// segments have been tried. Every acknowledged append is
 // already durable; a log that has not failed records its end offset in the clean-end file
 // (written, synced, renamed into place, the directory synced), so that the next Open holds the
 // log to that end: damage to its tail is then corruption, not a torn tail. It is idempotent;
@@ -142,6 +146,7 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) closeFiles() error {
+	l.remover.wait()
 	var errs []error
 	if l.active != nil {
 		if err := l.active.Close(); err != nil {

@@ -63,7 +63,8 @@ func open(logger *zap.Logger, dir string, opts Options, deliver func(int64, []by
 func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, deliver func(int64, []byte) error) (*Log, error) {
 	began := time.Now()
 	logger = logger.With(zap.String("dir", dir))
-	l := &Log{logger: logger, dir: dir, opts: opts, fs: opts.FS, m: opts.Metrics.forLog(opts.Name), lock: lock}
+	l := &Log{logger: logger, dir: dir, opts: opts, fs: opts.FS, m: opts.Metrics.forLog(opts.Name), lock: lock,
+		remover: segmentRemover{logger: logger, fs: opts.FS}}
 	err := opts.SyncGroup.join(dir)
 	if err == nil {
 		err = l.recover(deliver)

@@ -4,15 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-
-	"go.uber.org/zap"
 )
 
 // SetStartOffset durably moves the log-start offset forward to off (atomic replace + directory
-// fsync), then deletes every segment whose records are all below off (the active segment is
-// never deleted) and fsyncs the directory. off ≤ StartOffset() → no-op; off > EndOffset() →
-// ErrOutOfRange. An I/O error is sticky, as for Append. A crash between persisting the offset
-// and deleting the segments leaves segments below the start offset, which Open deletes.
+// fsync) and drops every segment whose records are all below off (the active segment is never
+// dropped): Size and the segment count leave them out at once, and their files are deleted in
+// the background (Close waits for that). off ≤ StartOffset() → no-op; off > EndOffset() →
+// ErrOutOfRange. An I/O error persisting the offset is sticky, as for Append; a failed
+// deletion is only logged. A crash before the files are gone leaves segments below the start
+// offset, which Open deletes.
 func (l *Log) SetStartOffset(off int64) error {
 	if err := l.usable(); err != nil {
 		return err
@@ -27,24 +27,14 @@ func (l *Log) SetStartOffset(off int64) error {
 		return l.fail(err)
 	}
 	l.start.Store(off)
-	defer l.publish()
-
-	removed := false
+	var drop []string
 	for len(l.segments) > 1 && l.segments[1].base <= off {
-		s := l.segments[0]
-		if err := l.remove(s.path); err != nil {
-			return l.fail(err)
-		}
-		removed = true
+		drop = append(drop, l.segments[0].path)
+		l.size.Add(-l.segments[0].size)
 		l.segments = l.segments[1:]
-		l.size.Add(-s.size)
-		l.logger.Debug("deleted segment below the log-start offset", zap.String("segment", s.path), zap.Int64("start_offset", off))
 	}
-	if removed {
-		if err := l.syncDir(); err != nil {
-			return l.fail(err)
-		}
-	}
+	l.remover.remove(drop)
+	l.publish()
 	return nil
 }
 

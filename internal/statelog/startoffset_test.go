@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
 )
@@ -49,6 +50,7 @@ func TestSetStartOffset(t *testing.T) {
 			}
 			check := func(l *Log) {
 				t.Helper()
+				l.remover.wait()
 				if l.StartOffset() != tc.wantStart {
 					t.Fatalf("StartOffset() = %d, want %d", l.StartOffset(), tc.wantStart)
 				}
@@ -79,8 +81,8 @@ func TestSetStartOffset(t *testing.T) {
 	}
 }
 
-// A crash after the start offset is persisted but before the segments below it are deleted
-// leaves them behind; Open deletes them.
+// A segment file below the log-start offset that could not be deleted, or whose deletion a
+// crash cut short, stays behind; the log goes on without it, and Open deletes it.
 func TestOpenDeletesSegmentsBelowStart(t *testing.T) {
 	mem := faultfs.NewCrashFS()
 	ffs := faultfs.Wrap(mem, nil)
@@ -93,25 +95,79 @@ func TestOpenDeletesSegmentsBelowStart(t *testing.T) {
 		model = append(model, batch(i)...)
 	}
 	ffs.SetInjector(faultfs.Match(faultfs.OnKinds(faultfs.OpRemove), errEIO))
-	if err := l.SetStartOffset(5); !errors.Is(err, errEIO) {
-		t.Fatalf("SetStartOffset with failing removal = %v, want EIO", err)
+	if err := l.SetStartOffset(5); err != nil {
+		t.Fatalf("SetStartOffset with failing removal = %v, want nil: the records are no longer needed", err)
 	}
+	l.remover.wait()
+	mustAppend(t, l, batch(8))
+	model = append(model, batch(8)...)
 	ffs.SetInjector(nil)
-	_ = l.Close()
-	if n := len(segmentFiles(t, mem, "/log")); n != 4 {
-		t.Fatalf("%d segments before reopen, want all 4", n)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(segmentFiles(t, mem, "/log")); n != 5 {
+		t.Fatalf("%d segments before reopen, want all 5", n)
 	}
 	// What a power cut leaves: the start offset was synced, the removals never happened.
 	crashed := mem.CrashClone(faultfs.CrashOptions{})
 	opts.FS = crashed
 	l = mustOpen(t, "/log", opts)
-	if got := segmentFiles(t, crashed, "/log"); !slices.Equal(got, []string{segmentName(4, 3), segmentName(6, 4)}) {
-		t.Fatalf("segments after reopen %v, want the two from offset 4", got)
+	if got := segmentFiles(t, crashed, "/log"); !slices.Equal(got, []string{segmentName(4, 3), segmentName(6, 4), segmentName(8, 5)}) {
+		t.Fatalf("segments after reopen %v, want the three from offset 4", got)
 	}
 	if l.StartOffset() != 5 {
 		t.Fatalf("StartOffset() = %d, want 5", l.StartOffset())
 	}
 	checkRecords(t, readAll(t, l, 5), want(model, 5))
+}
+
+// The owner does not wait for segment files to be deleted: SetStartOffset returns and appends
+// go on while a deletion is stuck in the filesystem, and Close waits for it to end before it
+// releases the directory.
+func TestSegmentsDeletedInBackground(t *testing.T) {
+	ffs := faultfs.Wrap(faultfs.NewCrashFS(), nil)
+	batch := func(i int) [][]byte { return fixedBatch(uint64(i), 1, 80) }
+	opts := Options{FS: ffs, SegmentBytes: segmentHeaderSize + 2*frameLen(batch(0))}
+	l := mustOpen(t, "/log", opts)
+	for i := range 6 { // segments at 0, 2, 4
+		mustAppend(t, l, batch(i))
+	}
+	sizeBefore := l.Size()
+	entered, release := make(chan string, 2), make(chan struct{})
+	ffs.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpRemove {
+			entered <- op.Path
+			<-release
+		}
+		return nil
+	}))
+	if err := l.SetStartOffset(4); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-entered; got != "/log/"+segmentName(0, 1) {
+		t.Fatalf("first deletion %s, want the oldest segment", got)
+	}
+	if got, want := l.Size(), sizeBefore-2*(2*frameLen(batch(0))+segmentHeaderSize); got != want {
+		t.Fatalf("Size() = %d while the deletions run, want %d: dropped segments do not count", got, want)
+	}
+	mustAppend(t, l, batch(6)) // while the deletion is stuck
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a deletion was still running", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if got := <-entered; got != "/log/"+segmentName(2, 2) {
+		t.Fatalf("second deletion %s, want the segment at 2", got)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got := segmentFiles(t, ffs, "/log"); !slices.Equal(got, []string{segmentName(4, 3), segmentName(6, 4)}) {
+		t.Fatalf("segments after Close %v, want the two from offset 4", got)
+	}
 }
 
 func TestStartOffsetFileProblems(t *testing.T) {

@@ -80,6 +80,10 @@ func (w *workload) run(logger *zap.Logger) (ok bool) {
 				w.checkSticky(l)
 				return false
 			}
+			// Segment files are deleted in the background; waiting for that keeps the
+			// filesystem operations in the same order on every run, so that the fault and
+			// crash tests can name one by its index.
+			l.remover.wait()
 			w.start = max(w.start, off)
 			w.inflightStart = -1
 			continue
