@@ -3,6 +3,9 @@ package statelog
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"math"
+	"slices"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -18,6 +21,12 @@ import (
 // before the damage went to fn. record aliases an internal buffer and is valid only until fn
 // returns; a non-nil error from fn stops the scan and is returned. A directory without any file
 // of a log is refused with ErrNoLog.
+//
+// A log in use by a server changes under the scan: a prune deletes segments, a start-up removes
+// the clean-end file and appends past it. Either can make a read fail as if the log were
+// damaged. So when a scan of a directory fails with damage or a missing file and the
+// directory's entries changed meanwhile, Scan reads the log again (up to scanAttempts times in
+// all), handing fn only the records past the last one it already had.
 func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, record []byte) error) error {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -32,15 +41,7 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 		return fmt.Errorf("statelog: scan %s: %w", path, ErrNoLog)
 	}
 	if err == nil {
-		in := newInspector(path, opts)
-		in.deliver = fn
-		var st *dirState
-		if st, err = in.inspect(); err == nil {
-			if st.remnant != nil {
-				logger.Warn("skipped segment left by an interrupted roll", zap.String("segment", st.remnant.path))
-			}
-			torn = st.torn
-		}
+		torn, err = scanDir(logger, path, names, opts, fn)
 	} else if errors.Is(err, syscall.ENOTDIR) {
 		torn, err = scanSegmentFile(path, opts, fn)
 	} else {
@@ -59,6 +60,45 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 			zap.Int64("ignored_bytes", torn.size-torn.at), zap.String("reason", torn.reason))
 	}
 	return nil
+}
+
+// scanAttempts bounds how often Scan reads a directory that keeps changing under it.
+const scanAttempts = 3
+
+// scanDir verifies the log in dir, whose entries were names just before, handing its records to
+// fn (fn's errors come back as callbackError), and returns any torn tail. It reads the log again
+// while a read fails with damage or a missing file and the entries have changed since it began.
+func scanDir(logger *zap.Logger, dir string, names []string, opts Options, fn func(int64, []byte) error) (*tornTail, error) {
+	next := int64(math.MinInt64) // the offset after the last record handed to fn
+	deliver := func(offset int64, record []byte) error {
+		if offset < next {
+			return nil
+		}
+		next = offset + 1
+		return fn(offset, record)
+	}
+	for attempt := 1; ; attempt++ {
+		in := newInspector(dir, opts)
+		in.deliver = deliver
+		st, err := in.inspect()
+		if err == nil {
+			if st.remnant != nil {
+				logger.Warn("skipped segment left by an interrupted roll", zap.String("segment", st.remnant.path))
+			}
+			return st.torn, nil
+		}
+		var ce *CorruptionError
+		if attempt == scanAttempts || !(errors.As(err, &ce) || errors.Is(err, fs.ErrNotExist)) {
+			return nil, err
+		}
+		now, lerr := opts.FS.ReadDir(dir)
+		if lerr != nil || slices.Equal(now, names) {
+			return nil, err
+		}
+		logger.Warn("the log changed while it was read (a server is using it); reading it again",
+			zap.String("dir", dir), zap.NamedError("read_error", err))
+		names = now
+	}
 }
 
 // scanSegmentFile verifies a lone segment file, taking its id and base offset from its header,

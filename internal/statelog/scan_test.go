@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -161,4 +162,101 @@ func TestScanReportsLoneMisnamedSegment(t *testing.T) {
 	if _, err := Open(zaptest.NewLogger(t), dir, Options{}); !errors.As(err, &ce) {
 		t.Fatalf("Open = %v, want a *CorruptionError", err)
 	}
+}
+
+// A server using the log changes it under a scan. Scan reads it again when a read fails and
+// the directory changed, and hands every record over once, in order.
+func TestScanOfALogInUse(t *testing.T) {
+	batch := func(i int) [][]byte { return fixedBatch(uint64(i), 1, 80) }
+	opts := Options{SegmentBytes: segmentHeaderSize + 2*frameLen(batch(0))}
+	build := func(t *testing.T) (*faultfs.CrashFS, [][]byte) {
+		mem := faultfs.NewCrashFS()
+		o := opts
+		o.FS = mem
+		l := mustOpen(t, "/log", o)
+		var model [][]byte
+		for i := range 7 { // segments at 0, 2, 4, 6; the last holds one batch
+			mustAppend(t, l, batch(i))
+			model = append(model, batch(i)...)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return mem, model
+	}
+	// scan scans /log of mem, calling change once, when the scan first opens the segment file
+	// name (before the open goes through).
+	scan := func(t *testing.T, mem *faultfs.CrashFS, name string, change func()) ([]rec, error) {
+		t.Helper()
+		changed := false
+		o := opts
+		o.FS = faultfs.Wrap(mem, faultfs.InjectorFunc(func(op faultfs.Op) error {
+			if !changed && op.Kind == faultfs.OpOpen && op.Path == "/log/"+name {
+				changed = true
+				change()
+			}
+			return nil
+		}))
+		var got []rec
+		err := Scan(zaptest.NewLogger(t), "/log", o, collect(&got))
+		if !changed {
+			t.Fatalf("the scan never opened %s", name)
+		}
+		return got, err
+	}
+
+	t.Run("a prune deletes the segment about to be read", func(t *testing.T) {
+		mem, model := build(t)
+		o := opts
+		o.FS = mem
+		l := mustOpen(t, "/log", o)
+		got, err := scan(t, mem, segmentName(0, 1), func() {
+			if err := l.SetStartOffset(5); err != nil {
+				t.Error(err)
+			}
+			l.remover.wait()
+		})
+		if err != nil {
+			t.Fatalf("Scan = %v, want the log read again after the prune", err)
+		}
+		checkRecords(t, got, want(model, 5))
+	})
+	t.Run("a start-up removes the clean end and appends past it", func(t *testing.T) {
+		mem, model := build(t)
+		o := opts
+		o.FS = mem
+		got, err := scan(t, mem, segmentName(6, 4), func() {
+			l := mustOpen(t, "/log", o)
+			mustAppend(t, l, batch(7)) // into the segment at 6, past the clean end
+		})
+		if err != nil {
+			t.Fatalf("Scan = %v, want the log read again after the start-up", err)
+		}
+		checkRecords(t, got, want(append(model, batch(7)...), 0))
+	})
+	t.Run("damage in a log that does not change is reported at once", func(t *testing.T) {
+		mem, _ := build(t)
+		reads := 0
+		o := opts
+		o.FS = faultfs.Wrap(mem, faultfs.InjectorFunc(func(op faultfs.Op) error {
+			if op.Kind == faultfs.OpReadDir {
+				reads++
+			}
+			return nil
+		}))
+		f, err := mem.OpenReadWrite("/log/" + segmentName(2, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{0xff}, segmentHeaderSize+frameHeaderSize+5); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+		var got []rec
+		err = Scan(zaptest.NewLogger(t), "/log", o, collect(&got))
+		asCorruption(t, err)
+		if reads != 3 { // Scan's own, the inspector's, and the check for a change
+			t.Fatalf("the directory was listed %d times, want 3: a damaged log that did not change is read once", reads)
+		}
+	})
 }
