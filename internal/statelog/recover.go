@@ -85,38 +85,10 @@ func (in *inspector) path(name string) string { return filepath.Join(in.dir, nam
 // torn tail of the newest segment (and a headerless newest segment from an interrupted roll),
 // which is reported in the state for the caller to truncate.
 func (in *inspector) inspect() (*dirState, error) {
-	names, err := in.fs.ReadDir(in.dir)
+	st, segs, hasStart, err := in.list()
 	if err != nil {
-		return nil, fmt.Errorf("statelog: list %s: %w", in.dir, err)
+		return nil, err
 	}
-	st := &dirState{}
-	var segs []segment
-	hasStart := false
-	for _, name := range names {
-		switch {
-		case name == startFileName:
-			hasStart = true
-		case name == startTmpName:
-			st.staleTmp = true
-		case name == lockFileName:
-		case name == cleanFileName || name == cleanTmpName:
-			st.cleanFiles = append(st.cleanFiles, in.path(name))
-		case strings.HasSuffix(name, segmentSuffix):
-			base, id, ok := parseSegmentName(name)
-			if !ok {
-				return nil, &CorruptionError{Segment: in.path(name), Reason: "unrecognised segment file name", kind: damageStray}
-			}
-			if n := len(segs); n > 0 && id <= segs[n-1].id {
-				return nil, &CorruptionError{Segment: in.path(name),
-					Reason: fmt.Sprintf("segment id %d does not follow id %d of %s", id, segs[n-1].id, filepath.Base(segs[n-1].path))}
-			}
-			segs = append(segs, segment{id: id, base: base, path: in.path(name)})
-			st.maxID = max(st.maxID, id)
-		default:
-			st.stray = append(st.stray, name)
-		}
-	}
-
 	if hasStart {
 		if st.start, err = readStartFile(in.fs, in.dir); err != nil {
 			if ce := (*CorruptionError)(nil); errors.As(err, &ce) {
@@ -165,7 +137,8 @@ func (in *inspector) inspect() (*dirState, error) {
 	}
 
 	// Segments wholly below the log-start offset are leftovers of an interrupted
-	// SetStartOffset: they are deleted, not verified. The newest segment always stays.
+	// SetStartOffset, or of a deletion that had not ended: they are deleted, not verified.
+	// The newest segment always stays.
 	first := firstLive(segs, st.start)
 	st.below, segs = segs[:first], segs[first:]
 	if segs[0].base > st.start {
@@ -176,6 +149,62 @@ func (in *inspector) inspect() (*dirState, error) {
 		return nil, &CorruptionError{Segment: in.path(startFileName), Reason: reason, kind: damageStart, fixStart: segs[0].base}
 	}
 
+	next, err := in.verifySegments(st, segs)
+	if err != nil {
+		return nil, err
+	}
+	if in.clean {
+		if err := in.pastCleanEnd(st); err != nil {
+			return nil, err
+		}
+		st.cleanEnd = true
+	}
+	st.segments, st.end = segs, next
+	if st.start > st.end {
+		return nil, &CorruptionError{Segment: in.path(startFileName), kind: damageStart, fixStart: st.end,
+			Reason: fmt.Sprintf("log-start offset %d is beyond the end offset %d", st.start, st.end)}
+	}
+	return st, nil
+}
+
+// list sorts the directory's entries into the state's files: segments (in name order, which is
+// id order, checked), offset files and strays. hasStart reports a log-start offset file.
+func (in *inspector) list() (st *dirState, segs []segment, hasStart bool, err error) {
+	names, err := in.fs.ReadDir(in.dir)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("statelog: list %s: %w", in.dir, err)
+	}
+	st = &dirState{}
+	for _, name := range names {
+		switch {
+		case name == startFileName:
+			hasStart = true
+		case name == startTmpName:
+			st.staleTmp = true
+		case name == lockFileName:
+		case name == cleanFileName || name == cleanTmpName:
+			st.cleanFiles = append(st.cleanFiles, in.path(name))
+		case strings.HasSuffix(name, segmentSuffix):
+			base, id, ok := parseSegmentName(name)
+			if !ok {
+				return nil, nil, false, &CorruptionError{Segment: in.path(name), Reason: "unrecognised segment file name", kind: damageStray}
+			}
+			if n := len(segs); n > 0 && id <= segs[n-1].id {
+				return nil, nil, false, &CorruptionError{Segment: in.path(name),
+					Reason: fmt.Sprintf("segment id %d does not follow id %d of %s", id, segs[n-1].id, filepath.Base(segs[n-1].path))}
+			}
+			segs = append(segs, segment{id: id, base: base, path: in.path(name)})
+			st.maxID = max(st.maxID, id)
+		default:
+			st.stray = append(st.stray, name)
+		}
+	}
+	return st, segs, hasStart, nil
+}
+
+// verifySegments verifies the live segments segs, from the log-start offset on, records a torn
+// tail or a cut of the newest one in st, and returns the log's end offset.
+func (in *inspector) verifySegments(st *dirState, segs []segment) (int64, error) {
 	in.from = st.start
 	next := segs[0].base
 	for i := range segs {
@@ -191,7 +220,7 @@ func (in *inspector) inspect() (*dirState, error) {
 		}
 		end, torn, cutAt, err := in.verifySegment(&segs[i], next, allowTorn, cut)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		st.torn = torn
 		next = end
@@ -202,20 +231,9 @@ func (in *inspector) inspect() (*dirState, error) {
 	}
 	if in.cut >= 0 && next < in.cut {
 		last := &segs[len(segs)-1]
-		return nil, in.endsBeforeCut(last.path, last.size, next)
+		return 0, in.endsBeforeCut(last.path, last.size, next)
 	}
-	if in.clean {
-		if err := in.pastCleanEnd(st); err != nil {
-			return nil, err
-		}
-		st.cleanEnd = true
-	}
-	st.segments, st.end = segs, next
-	if st.start > st.end {
-		return nil, &CorruptionError{Segment: in.path(startFileName), kind: damageStart, fixStart: st.end,
-			Reason: fmt.Sprintf("log-start offset %d is beyond the end offset %d", st.start, st.end)}
-	}
-	return st, nil
+	return next, nil
 }
 
 // splitAtCut returns the segments that may hold records below cut, and those wholly at or
