@@ -94,40 +94,19 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	if f.dataDir == "" {
 		return badConfig(errors.New("--data-dir: want a directory for the state logs and the config store"))
 	}
-	// The addresses are checked, and the ports taken, before anything is created on disk. An empty
-	// address would make net.Listen pick a random port on every interface.
-	for _, a := range []struct{ flag, addr string }{{"--listen", f.listen}, {"--metrics-listen", f.metricsListen}} {
-		if a.addr == "" {
-			return badConfig(fmt.Errorf("%s \"\": want HOST:PORT (an empty address would listen on a random port of every interface)", a.flag))
-		}
-	}
-	grpcLis, err := net.Listen("tcp", f.listen)
+	grpcLis, metricsLis, err := listen(f)
 	if err != nil {
-		return badConfig(fmt.Errorf("--listen %s: %w", f.listen, err))
+		return badConfig(err)
 	}
 	defer func() { _ = grpcLis.Close() }()
-	metricsLis, err := net.Listen("tcp", f.metricsListen)
-	if err != nil {
-		return badConfig(fmt.Errorf("--metrics-listen %s: %w", f.metricsListen, err))
-	}
 	defer func() { _ = metricsLis.Close() }()
 	host, port, err := advertisedAddr(f.advertise, grpcLis.Addr())
 	if err != nil {
 		return badConfig(err)
 	}
 
-	switch st, err := os.Stat(f.dataDir); {
-	case errors.Is(err, fs.ErrNotExist) && isSymlink(f.dataDir):
-		// MkdirAll would fail with "file exists"; the link's target is what is missing.
-		target, _ := os.Readlink(f.dataDir)
-		return badConfig(fmt.Errorf("--data-dir %s is a symbolic link to %s, which does not exist (is its volume mounted?): "+
-			"create the directory, or point --data-dir at it", f.dataDir, target))
-	case errors.Is(err, fs.ErrNotExist):
-		// A typo or a volume that is not mounted would otherwise look like a healthy, empty server.
-		logger.Warn("the data directory does not exist: creating it, with no state and no stored configuration",
-			zap.String("data_dir", f.dataDir))
-	case err == nil && !st.IsDir():
-		return badConfig(fmt.Errorf("--data-dir %s is not a directory", f.dataDir))
+	if err := checkDataDir(logger, f.dataDir); err != nil {
+		return badConfig(err)
 	}
 	// Two servers on one data directory would overwrite each other's config store and fight over
 	// the state logs: the second is refused before it reads anything.
@@ -136,37 +115,12 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 		return fmt.Errorf("--data-dir %s: %w", f.dataDir, err)
 	}
 	defer func() { _ = dirLock.Close() }()
-	// The store records the partition count on first start and checks it later; a data directory
-	// whose store is new but which holds state partitions must agree with them. Every partition
-	// directory must be there once one holds records: checked here, before a new store is
-	// written, or once the store has checked the count.
-	_, err = os.Stat(groupcfg.StorePath(f.dataDir))
-	newStore := errors.Is(err, fs.ErrNotExist)
-	if newStore {
-		if err := checkPartitionDirs(f.dataDir, static.Broker().NumPartitions()); err != nil {
-			return badConfig(err)
-		}
-		if err := checkMissingPartitions(f.dataDir, static.Broker().NumPartitions()); err != nil {
-			return err
-		}
-	}
-
-	cfg, err := groupcfg.Open(logger.Named("config"), f.dataDir, static, reg, groupcfg.Options{NodeID: f.nodeID})
+	cfg, err := openConfig(logger, f, static, reg)
 	if err != nil {
-		var se *groupcfg.StaticError
-		if errors.As(err, &se) {
-			return badConfig(err)
-		}
-		return fmt.Errorf("open configuration store in %s: %w", f.dataDir, err)
+		return err
 	}
 	defer func() { _ = cfg.Close() }()
 	broker := cfg.Broker()
-	if !newStore {
-		if err := checkMissingPartitions(f.dataDir, broker.NumPartitions()); err != nil {
-			return err
-		}
-	}
-	createPartitionDirs(logger, f.dataDir, broker.NumPartitions())
 	logEffectiveConfig(logger, f, cfg)
 
 	grpcLis = netutil.LimitListener(grpcLis, broker.GRPCMaxConnections())
@@ -255,6 +209,77 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	_ = httpSrv.Shutdown(httpCtx)
 	logger.Info("stopped")
 	return runErr
+}
+
+// listen checks the two addresses and takes their ports, before anything is created on disk. An
+// empty address would make net.Listen pick a random port on every interface.
+func listen(f *serveFlags) (grpcLis, metricsLis net.Listener, err error) {
+	for _, a := range []struct{ flag, addr string }{{"--listen", f.listen}, {"--metrics-listen", f.metricsListen}} {
+		if a.addr == "" {
+			return nil, nil, fmt.Errorf("%s \"\": want HOST:PORT (an empty address would listen on a random port of every interface)", a.flag)
+		}
+	}
+	if grpcLis, err = net.Listen("tcp", f.listen); err != nil {
+		return nil, nil, fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	if metricsLis, err = net.Listen("tcp", f.metricsListen); err != nil {
+		_ = grpcLis.Close()
+		return nil, nil, fmt.Errorf("--metrics-listen %s: %w", f.metricsListen, err)
+	}
+	return grpcLis, metricsLis, nil
+}
+
+// checkDataDir refuses a --data-dir that cannot be the data directory, and warns when it does
+// not exist yet (it is created, empty).
+func checkDataDir(logger *zap.Logger, dir string) error {
+	switch st, err := os.Stat(dir); {
+	case errors.Is(err, fs.ErrNotExist) && isSymlink(dir):
+		// MkdirAll would fail with "file exists"; the link's target is what is missing.
+		target, _ := os.Readlink(dir)
+		return fmt.Errorf("--data-dir %s is a symbolic link to %s, which does not exist (is its volume mounted?): "+
+			"create the directory, or point --data-dir at it", dir, target)
+	case errors.Is(err, fs.ErrNotExist):
+		// A typo or a volume that is not mounted would otherwise look like a healthy, empty server.
+		logger.Warn("the data directory does not exist: creating it, with no state and no stored configuration",
+			zap.String("data_dir", dir))
+	case err == nil && !st.IsDir():
+		return fmt.Errorf("--data-dir %s is not a directory", dir)
+	}
+	return nil
+}
+
+// openConfig opens the configuration store of the data directory, whose lock the caller holds,
+// and creates the partition directories the server will load. The store records the partition
+// count on first start and checks it later; a data directory whose store is new but which holds
+// state partitions must agree with them. Every partition directory must be there once one holds
+// records: checked here, before a new store is written, or once the store has checked the count.
+func openConfig(logger *zap.Logger, f *serveFlags, static *groupcfg.Static, reg prometheus.Registerer) (*groupcfg.Manager, error) {
+	_, err := os.Stat(groupcfg.StorePath(f.dataDir))
+	newStore := errors.Is(err, fs.ErrNotExist)
+	if newStore {
+		if err := checkPartitionDirs(f.dataDir, static.Broker().NumPartitions()); err != nil {
+			return nil, badConfig(err)
+		}
+		if err := checkMissingPartitions(f.dataDir, static.Broker().NumPartitions()); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := groupcfg.Open(logger.Named("config"), f.dataDir, static, reg, groupcfg.Options{NodeID: f.nodeID})
+	if err != nil {
+		var se *groupcfg.StaticError
+		if errors.As(err, &se) {
+			return nil, badConfig(err)
+		}
+		return nil, fmt.Errorf("open configuration store in %s: %w", f.dataDir, err)
+	}
+	if !newStore {
+		if err := checkMissingPartitions(f.dataDir, cfg.Broker().NumPartitions()); err != nil {
+			_ = cfg.Close()
+			return nil, err
+		}
+	}
+	createPartitionDirs(logger, f.dataDir, cfg.Broker().NumPartitions())
+	return cfg, nil
 }
 
 // drainCalls runs shutdown (the gRPC server's: NOT_SERVING, stop accepting, wait for the calls in
