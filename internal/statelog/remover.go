@@ -3,6 +3,7 @@ package statelog
 import (
 	"errors"
 	"io/fs"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -12,7 +13,9 @@ import (
 // its own, so that the owner does not wait while the filesystem frees them: unlinking a full
 // segment of the default 100 MiB takes about 20 ms on ext4, as long as a dozen appends. A
 // crash before a file is gone leaves a segment wholly below the persisted log-start offset,
-// which the next Open deletes; so the removals need no directory sync of their own.
+// which the next Open deletes; so the removals need no directory sync of their own. A file
+// whose deletion failed is tried again with the next removal: the log may not be opened again
+// before the process restarts, and Size no longer counts the file.
 //
 // Concurrency: remove and wait are called from the log's owner goroutine.
 type segmentRemover struct {
@@ -21,26 +24,29 @@ type segmentRemover struct {
 
 	mu      sync.Mutex
 	queue   []string // files to delete, oldest first
+	failed  []string // files whose deletion failed, oldest first: queued again by remove
 	running bool     // a goroutine is draining queue
 	wg      sync.WaitGroup
 }
 
-// remove queues paths for deletion.
+// remove queues paths for deletion, after the files whose deletion failed before.
 func (r *segmentRemover) remove(paths []string) {
 	if len(paths) == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.queue = append(r.queue, paths...)
+	r.queue = slices.Concat(r.failed, r.queue, paths)
+	r.failed = nil
 	if !r.running {
 		r.running = true
 		r.wg.Go(r.drain)
 	}
 }
 
-// drain deletes queued files until the queue is empty. A failed deletion is logged and left
-// to the next Open; it does not fail the log, whose records no longer need the file.
+// drain deletes queued files until the queue is empty. A failed deletion is logged and tried
+// again with the next removal (or by the next Open); it does not fail the log, whose records no
+// longer need the file.
 func (r *segmentRemover) drain() {
 	for {
 		r.mu.Lock()
@@ -54,8 +60,11 @@ func (r *segmentRemover) drain() {
 		r.mu.Unlock()
 		for _, p := range paths {
 			if err := r.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				r.logger.Error("could not delete a segment below the log-start offset; the state log deletes it when next opened",
+				r.logger.Error("could not delete a segment below the log-start offset; the state log tries again at the next prune, and when next opened",
 					zap.String("segment", p), zap.Error(err))
+				r.mu.Lock()
+				r.failed = append(r.failed, p)
+				r.mu.Unlock()
 				continue
 			}
 			r.logger.Debug("deleted segment below the log-start offset", zap.String("segment", p))

@@ -11,8 +11,8 @@ import (
 // dropped): Size and the segment count leave them out at once, and their files are deleted in
 // the background (Close waits for that). off ≤ StartOffset() → no-op; off > EndOffset() →
 // ErrOutOfRange. An I/O error persisting the offset is sticky, as for Append; a failed
-// deletion is only logged. A crash before the files are gone leaves segments below the start
-// offset, which Open deletes.
+// deletion is logged and tried again when segments are next dropped. A crash before the files
+// are gone leaves segments below the start offset, which Open deletes.
 func (l *Log) SetStartOffset(off int64) error {
 	if err := l.usable(); err != nil {
 		return err

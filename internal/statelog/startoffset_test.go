@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,41 @@ func TestSegmentsDeletedInBackground(t *testing.T) {
 	}
 	if got := segmentFiles(t, ffs, "/log"); !slices.Equal(got, []string{segmentName(4, 3), segmentName(6, 4)}) {
 		t.Fatalf("segments after Close %v, want the two from offset 4", got)
+	}
+}
+
+// A segment file whose deletion failed is deleted with the next segments the log drops: a log
+// that does not fail is not reopened before the process restarts, and Size no longer counts the
+// file, so it would take disk space unseen until then.
+func TestFailedSegmentDeletionIsRetried(t *testing.T) {
+	ffs := faultfs.Wrap(faultfs.NewCrashFS(), nil)
+	batch := func(i int) [][]byte { return fixedBatch(uint64(i), 1, 80) }
+	opts := Options{FS: ffs, SegmentBytes: segmentHeaderSize + 2*frameLen(batch(0))}
+	l := mustOpen(t, "/log", opts)
+	defer l.Close()
+	for i := range 8 { // segments at 0, 2, 4, 6
+		mustAppend(t, l, batch(i))
+	}
+	var removes atomic.Int64
+	ffs.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpRemove && removes.Add(1) == 1 {
+			return errEIO // the first deletion fails once
+		}
+		return nil
+	}))
+	if err := l.SetStartOffset(4); err != nil {
+		t.Fatal(err)
+	}
+	l.remover.wait()
+	if got := segmentFiles(t, ffs, "/log"); !slices.Equal(got, []string{segmentName(0, 1), segmentName(4, 3), segmentName(6, 4)}) {
+		t.Fatalf("segments after a failed deletion %v, want the one at 0 left over", got)
+	}
+	if err := l.SetStartOffset(6); err != nil {
+		t.Fatal(err)
+	}
+	l.remover.wait()
+	if got := segmentFiles(t, ffs, "/log"); !slices.Equal(got, []string{segmentName(6, 4)}) {
+		t.Fatalf("segments after the next prune %v, want only the one at 6: the failed deletion was not retried", got)
 	}
 }
 
