@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		sizeBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sharecoord_state_log_size_bytes",
-			Help: "Bytes of all segment files of the state log.",
+			Help: "Bytes of the segments of the state log; a segment dropped below the log-start offset stops counting before its file is deleted.",
 		}, part),
 		startOffset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sharecoord_state_log_start_offset",
@@ -61,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, part),
 		segments: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sharecoord_state_log_segments",
-			Help: "Segment files of the state log.",
+			Help: "Segments of the state log; a segment dropped below the log-start offset stops counting before its file is deleted.",
 		}, part),
 		appendedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sharecoord_state_log_appended_bytes_total",
