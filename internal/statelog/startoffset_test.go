@@ -135,17 +135,25 @@ func TestSegmentsDeletedInBackground(t *testing.T) {
 	}
 	sizeBefore := l.Size()
 	entered, release := make(chan string, 2), make(chan struct{})
+	var stuck atomic.Bool // a deletion waited for release in vain
 	ffs.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
 		if op.Kind == faultfs.OpRemove {
 			entered <- op.Path
-			<-release
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second): // a broken feature fails the test, not hangs it
+				stuck.Store(true)
+			}
 		}
 		return nil
 	}))
 	if err := l.SetStartOffset(4); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-entered; got != "/log/"+segmentName(0, 1) {
+	if stuck.Load() {
+		t.Fatal("SetStartOffset waited for the deletion of the segments it dropped")
+	}
+	if got := recvWithin(t, entered, "the first deletion"); got != "/log/"+segmentName(0, 1) {
 		t.Fatalf("first deletion %s, want the oldest segment", got)
 	}
 	if got, want := l.Size(), sizeBefore-2*(2*frameLen(batch(0))+segmentHeaderSize); got != want {
@@ -160,14 +168,63 @@ func TestSegmentsDeletedInBackground(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	if got := <-entered; got != "/log/"+segmentName(2, 2) {
+	if got := recvWithin(t, entered, "the second deletion"); got != "/log/"+segmentName(2, 2) {
 		t.Fatalf("second deletion %s, want the segment at 2", got)
 	}
-	if err := <-closed; err != nil {
+	if err := recvWithin(t, closed, "Close"); err != nil {
 		t.Fatal(err)
 	}
 	if got := segmentFiles(t, ffs, "/log"); !slices.Equal(got, []string{segmentName(4, 3), segmentName(6, 4)}) {
 		t.Fatalf("segments after Close %v, want the two from offset 4", got)
+	}
+}
+
+// Segments dropped while a deletion runs are deleted by the same goroutine before Close returns.
+func TestSegmentsDroppedDuringADeletion(t *testing.T) {
+	ffs := faultfs.Wrap(faultfs.NewCrashFS(), nil)
+	batch := func(i int) [][]byte { return fixedBatch(uint64(i), 1, 80) }
+	opts := Options{FS: ffs, SegmentBytes: segmentHeaderSize + 2*frameLen(batch(0))}
+	l := mustOpen(t, "/log", opts)
+	for i := range 8 { // segments at 0, 2, 4, 6
+		mustAppend(t, l, batch(i))
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var removes atomic.Int64
+	ffs.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpRemove && removes.Add(1) == 1 {
+			close(entered)
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second): // a broken feature fails the test, not hangs it
+			}
+		}
+		return nil
+	}))
+	if err := l.SetStartOffset(4); err != nil { // drops 0 and 2
+		t.Fatal(err)
+	}
+	recvWithin(t, entered, "the first deletion")
+	if err := l.SetStartOffset(6); err != nil { // drops 4 while 0 is being deleted
+		t.Fatal(err)
+	}
+	close(release)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := segmentFiles(t, ffs, "/log"); !slices.Equal(got, []string{segmentName(6, 4)}) {
+		t.Fatalf("segments after Close %v, want only the one at 6", got)
+	}
+}
+
+// recvWithin receives from ch, failing the test if nothing comes within 10 s.
+func recvWithin[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not happen within 10 s", what)
+		panic("unreachable")
 	}
 }
 
