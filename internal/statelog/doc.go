@@ -29,11 +29,12 @@
 //   - Every creation, rename and removal of a segment or log-start offset file, and the
 //     creation of the log's directory, is followed by an fsync of the directory that holds
 //     it, except the background deletion of segments below the durable log-start offset,
-//     which the next Open deletes again should a crash bring them back. A failed write or sync is never retried: the log fails (ErrFailed) until reopened,
-//     because after a failed fsync the kernel may already have dropped the dirty pages. The
-//     batch of a failed append may still be readable from the page cache and be lost later
-//     (its pages were never written back), so the failed append truncates it off the segment
-//     at once and syncs the cut, before it returns. Should that cut fail too, reopening with
+//     which the next Open deletes again should a crash bring them back. A failed write or
+//     sync is never retried: the log fails (ErrFailed) until reopened, because after a failed
+//     fsync the kernel may already have dropped the dirty pages. The batch of a failed
+//     append may still be readable from the page cache and be lost later (its pages were
+//     never written back), so the failed append truncates it off the segment at once and
+//     syncs the cut, before it returns. Should that cut fail too, reopening with
 //     Options.TruncateAfter set to the failed log's EndOffset, its durable end, removes it. A
 //     failed sync of a SyncGroup fails every log of the group until the process restarts
 //     (ErrSyncFailed); each log's cut uses the segment's own fdatasync, not the group's.
