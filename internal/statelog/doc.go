@@ -28,8 +28,8 @@
 //     discards.
 //   - Every creation, rename and removal of a segment or log-start offset file, and the
 //     creation of the log's directory, is followed by an fsync of the directory that holds
-//     it, except the background deletion of segments below the durable log-start offset,
-//     which the next Open deletes again should a crash bring them back. A failed write or
+//     it (for segments below the durable log-start offset, deleted in the background, after
+//     the deletion; Open deletes them again should a crash bring them back). A failed write or
 //     sync is never retried: the log fails (ErrFailed) until reopened, because after a failed
 //     fsync the kernel may already have dropped the dirty pages. The batch of a failed
 //     append may still be readable from the page cache and be lost later (its pages were

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestFaultInjectionEveryOperation fails filesystem operation #i of a workload, for every i
@@ -45,7 +49,8 @@ func faultLoop(t *testing.T, seed uint64, opts Options) int64 {
 		o := opts
 		o.FS = faultfs.Wrap(mem, inj)
 		w := newWorkload(seed, o)
-		ok := runNoPanic(t, i, w)
+		failures, logged := observer.New(zapcore.ErrorLevel)
+		ok := runNoPanic(t, i, w, failures)
 		op, fired := inj.Fired()
 		if !fired {
 			if !ok {
@@ -59,11 +64,13 @@ func faultLoop(t *testing.T, seed uint64, opts Options) int64 {
 			verifyAcked(t, mem, w.dir, opts, w.snapshot())
 			continue
 		}
-		if ok && op.Kind == faultfs.OpRemove {
-			// A segment below the log-start offset could not be deleted in the background: the
-			// log goes on (its records are no longer needed), and the next Open deletes it.
+		if ok && removerFailed(logged, op) {
+			// The background deletion of a segment below the log-start offset, or the directory
+			// sync after it, failed: the log goes on (its records are no longer needed), and the
+			// next Open deletes the segment.
+			verifyAcked(t, mem.CrashClone(faultfs.CrashOptions{}), w.dir, opts, w.snapshot())
 			verifyAcked(t, mem, w.dir, opts, w.snapshot())
-			if f, err := mem.Open(op.Path); !errors.Is(err, fs.ErrNotExist) {
+			if f, err := mem.Open(op.Path); op.Kind == faultfs.OpRemove && !errors.Is(err, fs.ErrNotExist) {
 				if err == nil {
 					_ = f.Close()
 				}
@@ -101,12 +108,35 @@ func aboveParent(p, dir string) bool {
 	}
 }
 
-func runNoPanic(t *testing.T, i int64, w *workload) (ok bool) {
+// runNoPanic runs w with a logger that writes to the test's log and to also.
+func runNoPanic(t *testing.T, i int64, w *workload, also zapcore.Core) (ok bool) {
 	t.Helper()
 	defer func() {
 		if r := recover(); r != nil {
 			t.Fatalf("op %d: panic: %v", i, r)
 		}
 	}()
-	return w.run(zaptest.NewLogger(t).Named("workload"))
+	logger := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewTee(c, also)
+	})))
+	return w.run(logger.Named("workload"))
+}
+
+// removerFailed reports whether the log's segment remover logged the failure of op: a deletion
+// of a segment below the log-start offset, or the directory sync after deletions. Neither
+// fails the log.
+func removerFailed(logged *observer.ObservedLogs, op faultfs.Op) bool {
+	for _, e := range logged.All() {
+		switch {
+		case op.Kind == faultfs.OpRemove && strings.HasPrefix(e.Message, "could not delete a segment below the log-start offset"):
+			if e.ContextMap()["segment"] == op.Path {
+				return true
+			}
+		case op.Kind == faultfs.OpSyncDir && strings.HasPrefix(e.Message, "could not sync the directory after deleting segments"):
+			if e.ContextMap()["dir"] == op.Path {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -64,7 +64,7 @@ func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, de
 	began := time.Now()
 	logger = logger.With(zap.String("dir", dir))
 	l := &Log{logger: logger, dir: dir, opts: opts, fs: opts.FS, m: opts.Metrics.forLog(opts.Name), lock: lock,
-		remover: segmentRemover{logger: logger, fs: opts.FS}}
+		remover: segmentRemover{logger: logger, fs: opts.FS, dir: dir}}
 	err := opts.SyncGroup.join(dir)
 	if err == nil {
 		err = l.recover(deliver)

@@ -12,8 +12,8 @@ import (
 // segmentRemover deletes the files of segments below the log-start offset on a goroutine of
 // its own, so that the owner does not wait while the filesystem frees them: unlinking a full
 // segment of the default 100 MiB takes about 20 ms on ext4, as long as a dozen appends. A
-// crash before a file is gone leaves a segment wholly below the persisted log-start offset,
-// which the next Open deletes; so the removals need no directory sync of their own. A file
+// crash before a file is gone, or before the directory sync that follows its deletion, leaves
+// a segment wholly below the persisted log-start offset, which the next Open deletes. A file
 // whose deletion failed is tried again with the next removal: the log may not be opened again
 // before the process restarts, and Size no longer counts the file.
 //
@@ -21,6 +21,7 @@ import (
 type segmentRemover struct {
 	logger *zap.Logger
 	fs     FS
+	dir    string // the log's directory, synced after deletions
 
 	mu      sync.Mutex
 	queue   []string // files to delete, oldest first
@@ -58,6 +59,7 @@ func (r *segmentRemover) drain() {
 			return
 		}
 		r.mu.Unlock()
+		deleted := false
 		for _, p := range paths {
 			if err := r.fs.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				r.logger.Error("could not delete a segment below the log-start offset; the state log tries again at the next prune, and when next opened",
@@ -67,7 +69,14 @@ func (r *segmentRemover) drain() {
 				r.mu.Unlock()
 				continue
 			}
+			deleted = true
 			r.logger.Debug("deleted segment below the log-start offset", zap.String("segment", p))
+		}
+		if deleted {
+			if err := r.fs.SyncDir(r.dir); err != nil {
+				r.logger.Error("could not sync the directory after deleting segments below the log-start offset; should they come back after a crash, the state log deletes them when next opened",
+					zap.String("dir", r.dir), zap.Error(err))
+			}
 		}
 	}
 }
