@@ -72,8 +72,12 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, re
 			}
 			detail.WriteByte('\n')
 		}
+		if !ready.serving.Load() {
+			// Between the last partition's load and the gRPC health service turning SERVING.
+			detail.WriteString("start-up has not finished\n")
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if excludeFailed && !ready.serving.Load() || !excludeFailed && active < len(shards) {
+		if !ready.serving.Load() || !excludeFailed && active < len(shards) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		fmt.Fprintf(w, "%d/%d state partitions active\n%s", active, len(shards), detail.String())
