@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"path/filepath"
 	"slices"
 	"syscall"
 
@@ -25,7 +26,7 @@ import (
 // A log in use by a server changes under the scan: a prune deletes segments, a start-up removes
 // the clean-end file and appends past it. Either can make a read fail as if the log were
 // damaged. So when a scan of a directory fails with damage or a missing file and the
-// directory's entries changed meanwhile, Scan reads the log again (up to scanAttempts times in
+// directory's files (names and sizes) changed meanwhile, Scan reads the log again (up to scanAttempts times in
 // all), handing fn only the records past the last one it already had.
 func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, record []byte) error) error {
 	if logger == nil {
@@ -41,7 +42,7 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 		return fmt.Errorf("statelog: scan %s: %w", path, ErrNoLog)
 	}
 	if err == nil {
-		torn, err = scanDir(logger, path, names, opts, fn)
+		torn, err = scanDir(logger, path, opts, fn)
 	} else if errors.Is(err, syscall.ENOTDIR) {
 		torn, err = scanSegmentFile(path, opts, fn)
 	} else {
@@ -65,10 +66,10 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 // scanAttempts bounds how often Scan reads a directory that keeps changing under it.
 const scanAttempts = 3
 
-// scanDir verifies the log in dir, whose entries were names just before, handing its records to
-// fn (fn's errors come back as callbackError), and returns any torn tail. It reads the log again
-// while a read fails with damage or a missing file and the entries have changed since it began.
-func scanDir(logger *zap.Logger, dir string, names []string, opts Options, fn func(int64, []byte) error) (*tornTail, error) {
+// scanDir verifies the log in dir, handing its records to fn (fn's errors come back as
+// callbackError), and returns any torn tail. It reads the log again while a read fails with
+// damage or a missing file and the directory's files have changed since the read began.
+func scanDir(logger *zap.Logger, dir string, opts Options, fn func(int64, []byte) error) (*tornTail, error) {
 	next := int64(math.MinInt64) // the offset after the last record handed to fn
 	deliver := func(offset int64, record []byte) error {
 		if offset < next {
@@ -76,6 +77,10 @@ func scanDir(logger *zap.Logger, dir string, names []string, opts Options, fn fu
 		}
 		next = offset + 1
 		return fn(offset, record)
+	}
+	before, err := dirFiles(opts.FS, dir)
+	if err != nil {
+		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
 		in := newInspector(dir, opts)
@@ -91,14 +96,42 @@ func scanDir(logger *zap.Logger, dir string, names []string, opts Options, fn fu
 		if attempt == scanAttempts || !(errors.As(err, &ce) || errors.Is(err, fs.ErrNotExist)) {
 			return nil, err
 		}
-		now, lerr := opts.FS.ReadDir(dir)
-		if lerr != nil || slices.Equal(now, names) {
+		now, ferr := dirFiles(opts.FS, dir)
+		if ferr != nil || slices.Equal(now, before) {
 			return nil, err
 		}
 		logger.Warn("the log changed while it was read (a server is using it); reading it again",
 			zap.String("dir", dir), zap.NamedError("read_error", err))
-		names = now
+		before = now
 	}
+}
+
+// dirFile is a file of a log directory and its size (-1: gone before it could be opened).
+type dirFile struct {
+	name string
+	size int64
+}
+
+// dirFiles lists the files of dir with their sizes: a server that used the log meanwhile, even
+// one that started, appended and stopped again, leaves a different list.
+func dirFiles(fsys FS, dir string) ([]dirFile, error) {
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("statelog: list %s: %w", dir, err)
+	}
+	files := make([]dirFile, len(names))
+	for i, name := range names {
+		files[i] = dirFile{name: name, size: -1}
+		f, err := fsys.Open(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		if size, err := f.Size(); err == nil {
+			files[i].size = size
+		}
+		_ = f.Close()
+	}
+	return files, nil
 }
 
 // scanSegmentFile verifies a lone segment file, taking its id and base offset from its header,

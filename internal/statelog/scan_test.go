@@ -8,7 +8,10 @@ import (
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func scanAll(t *testing.T, path string, opts Options) ([]rec, error) {
@@ -184,14 +187,20 @@ func TestScanOfALogInUse(t *testing.T) {
 		}
 		return mem, model
 	}
-	// scan scans /log of mem, calling change once, when the scan first opens the segment file
+	// readListing is the listing of the directory with which the read itself starts: Scan lists
+	// it twice before (to find a log, and with the files' sizes to see a change later).
+	const readListing = 3
+	// scan scans /log of mem, calling change once, when the read first opens the segment file
 	// name (before the open goes through).
 	scan := func(t *testing.T, mem *faultfs.CrashFS, name string, change func()) ([]rec, error) {
 		t.Helper()
-		changed := false
+		listings, changed := 0, false
 		o := opts
 		o.FS = faultfs.Wrap(mem, faultfs.InjectorFunc(func(op faultfs.Op) error {
-			if !changed && op.Kind == faultfs.OpOpen && op.Path == "/log/"+name {
+			if op.Kind == faultfs.OpReadDir {
+				listings++
+			}
+			if listings >= readListing && !changed && op.Kind == faultfs.OpOpen && op.Path == "/log/"+name {
 				changed = true
 				change()
 			}
@@ -200,7 +209,7 @@ func TestScanOfALogInUse(t *testing.T) {
 		var got []rec
 		err := Scan(zaptest.NewLogger(t), "/log", o, collect(&got))
 		if !changed {
-			t.Fatalf("the scan never opened %s", name)
+			t.Fatalf("the read never opened %s", name)
 		}
 		return got, err
 	}
@@ -234,16 +243,46 @@ func TestScanOfALogInUse(t *testing.T) {
 		}
 		checkRecords(t, got, want(append(model, batch(7)...), 0))
 	})
-	t.Run("damage in a log that does not change is reported at once", func(t *testing.T) {
-		mem, _ := build(t)
-		reads := 0
+	t.Run("a server stops before the read and starts again during it", func(t *testing.T) {
+		mem := faultfs.NewCrashFS()
 		o := opts
-		o.FS = faultfs.Wrap(mem, faultfs.InjectorFunc(func(op faultfs.Op) error {
-			if op.Kind == faultfs.OpReadDir {
-				reads++
+		o.FS = mem
+		running := mustOpen(t, "/log", o)
+		var model [][]byte
+		for i := range 7 {
+			mustAppend(t, running, batch(i))
+			model = append(model, batch(i)...)
+		}
+		listings, restarted := 0, false
+		so := opts
+		so.FS = faultfs.Wrap(mem, faultfs.InjectorFunc(func(op faultfs.Op) error {
+			if op.Kind == faultfs.OpReadDir && op.Path == "/log" {
+				if listings++; listings == readListing { // the server has just stopped
+					if err := running.Close(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			if listings >= readListing && !restarted && op.Kind == faultfs.OpOpen && op.Path == "/log/"+segmentName(6, 4) {
+				restarted = true
+				mustAppend(t, mustOpen(t, "/log", o), batch(7))
 			}
 			return nil
 		}))
+		var got []rec
+		err := Scan(zaptest.NewLogger(t), "/log", so, collect(&got))
+		if !restarted {
+			t.Fatal("the server never restarted during the read")
+		}
+		if err != nil {
+			t.Fatalf("Scan = %v, want the log read again after the restart", err)
+		}
+		checkRecords(t, got, want(append(model, batch(7)...), 0))
+	})
+	t.Run("damage in a log that does not change is reported at once", func(t *testing.T) {
+		mem, _ := build(t)
+		o := opts
+		o.FS = mem
 		f, err := mem.OpenReadWrite("/log/" + segmentName(2, 2))
 		if err != nil {
 			t.Fatal(err)
@@ -252,11 +291,29 @@ func TestScanOfALogInUse(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = f.Close()
-		var got []rec
-		err = Scan(zaptest.NewLogger(t), "/log", o, collect(&got))
+		core, logged := observer.New(zapcore.WarnLevel)
+		err = Scan(zap.New(core), "/log", o, func(int64, []byte) error { return nil })
 		asCorruption(t, err)
-		if reads != 3 { // Scan's own, the inspector's, and the check for a change
-			t.Fatalf("the directory was listed %d times, want 3: a damaged log that did not change is read once", reads)
+		if n := logged.FilterMessageSnippet("reading it again").Len(); n != 0 {
+			t.Fatalf("the log was read again %d times: a damaged log that did not change is read once", n)
 		}
+	})
+	t.Run("the same names with other sizes are a change", func(t *testing.T) {
+		// A server that starts, appends past the clean end and stops again while the scan
+		// reads leaves the same file names.
+		mem, model := build(t)
+		o := opts
+		o.FS = mem
+		got, err := scan(t, mem, segmentName(6, 4), func() {
+			l := mustOpen(t, "/log", o)
+			mustAppend(t, l, batch(7))
+			if err := l.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		if err != nil {
+			t.Fatalf("Scan = %v, want the log read again after a restart during the read", err)
+		}
+		checkRecords(t, got, want(append(model, batch(7)...), 0))
 	})
 }
