@@ -11,7 +11,7 @@ import (
 
 // segmentRemover deletes the files of segments below the log-start offset on a goroutine of
 // its own, so that the owner does not wait while the filesystem frees them: unlinking a full
-// segment of the default 100 MiB takes about 20 ms on ext4, as long as a dozen appends. A
+// segment of the default 100 MiB takes 20–26 ms on ext4, as long as a dozen appends. A
 // crash before a file is gone, or before the directory sync that follows its deletion, leaves
 // a segment wholly below the persisted log-start offset, which the next Open deletes. A file
 // whose deletion failed is tried again with the next removal: the log may not be opened again
