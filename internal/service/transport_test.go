@@ -229,12 +229,7 @@ func TestKeepaliveEnforcement(t *testing.T) {
 // times per connection.
 func TestLargeMetadataRefused(t *testing.T) {
 	_, addr, _ := startStubServer(t, ServerOptions{})
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := pb.NewShareCoordinatorServiceClient(conn)
+	client := dialClient(t, addr)
 	find := func(pad int) error {
 		ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-pad", strings.Repeat("a", pad))
 		_, err := client.FindCoordinator(ctx, &pb.FindCoordinatorRequest{Keys: []string{"g:" + topicA + ":0"}})
@@ -243,7 +238,7 @@ func TestLargeMetadataRefused(t *testing.T) {
 	if err := find(MaxHeaderListBytes / 2); err != nil {
 		t.Fatalf("metadata of %d bytes: %v", MaxHeaderListBytes/2, err)
 	}
-	err = find(1 << 20)
+	err := find(1 << 20)
 	if err == nil {
 		t.Fatal("1 MiB of metadata was accepted")
 	}
@@ -310,12 +305,7 @@ func TestShutdownWaitsForRequestStillArriving(t *testing.T) {
 // (which clients retry elsewhere or later), never with a code that says the request was wrong.
 func TestShutdownRefusesNewCallsRetriably(t *testing.T) {
 	srv, addr, done := startStubServer(t, ServerOptions{})
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := pb.NewShareCoordinatorServiceClient(conn)
+	client := dialClient(t, addr)
 	if _, err := client.WriteShareGroupState(ctxT(t), writeReq("g", topicA, 0, 1, 1, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -327,8 +317,19 @@ func TestShutdownRefusesNewCallsRetriably(t *testing.T) {
 	_ = done()
 	callCtx, callCancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer callCancel()
-	_, err = client.WriteShareGroupState(callCtx, writeReq("g", topicA, 0, 1, 1, 0))
+	_, err := client.WriteShareGroupState(callCtx, writeReq("g", topicA, 0, 1, 1, 0))
 	if c := status.Code(err); c != codes.Unavailable {
 		t.Fatalf("call after shutdown: %v, want UNAVAILABLE", err)
 	}
+}
+
+// dialClient connects a state client to addr, closed when the test ends.
+func dialClient(t *testing.T, addr string) pb.ShareCoordinatorServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewShareCoordinatorServiceClient(conn)
 }
