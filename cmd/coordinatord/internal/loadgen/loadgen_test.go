@@ -131,12 +131,7 @@ func TestRunAgainstServer(t *testing.T) {
 		Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond, GroupID: "g",
 		Progress: &progress, ProgressEvery: 50 * time.Millisecond,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustRun(t, cfg)
 	if len(rep.Phases) != 2 || rep.Phases[0].Kind != KindHealth || rep.Phases[1].Kind != KindWrite {
 		t.Fatalf("want the health then the write phase, got %+v", rep.Phases)
 	}
@@ -201,12 +196,7 @@ func TestRunCountsFailures(t *testing.T) {
 	})
 	cfg := Config{Target: addr, Connections: 1, Concurrency: 2, Keys: 2, BatchesPerWrite: 1,
 		Duration: 200 * time.Millisecond, GroupID: "g", Phases: []Kind{KindWrite}}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustRun(t, cfg)
 	w := rep.Phases[0]
 	if w.Calls == 0 || w.Errors != w.Calls || w.ErrorCauses["COORDINATOR_NOT_AVAILABLE"] != w.Calls || w.Throughput() != 0 {
 		t.Fatalf("want every write failed and counted, got %+v", w)
@@ -284,12 +274,7 @@ func TestRunManyCallersShareHistograms(t *testing.T) {
 	addr := startServer(t, true, nil)
 	cfg := Config{Target: addr, Connections: 2, Concurrency: 3*maxHistograms + 5, Keys: 1, BatchesPerWrite: 1,
 		Duration: 300 * time.Millisecond, GroupID: "g", Phases: []Kind{KindHealth}}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustRun(t, cfg)
 	h := rep.Phases[0]
 	if h.Calls == 0 || h.Errors != 0 || h.Latency.Count != h.Calls {
 		t.Fatalf("want every counted call's latency recorded once, got %d calls, %d errors, %d latencies", h.Calls, h.Errors, h.Latency.Count)
@@ -311,4 +296,16 @@ func TestMarkdownRatioRowEndsTheTable(t *testing.T) {
 		!strings.Contains(md.String(), "write was interrupted after 300ms") {
 		t.Fatalf("the ratio row does not follow the write row, or the note is missing:\n%s", md.String())
 	}
+}
+
+// mustRun runs cfg within a minute, failing the test if the run fails.
+func mustRun(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
