@@ -37,12 +37,12 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 		return err
 	}
 	var torn *tornTail
-	names, err := opts.FS.ReadDir(path)
-	if err == nil && !holdsLog(names) {
+	files, err := dirFiles(opts.FS, path)
+	if err == nil && !holdsLog(fileNames(files)) {
 		return fmt.Errorf("statelog: scan %s: %w", path, ErrNoLog)
 	}
 	if err == nil {
-		torn, err = scanDir(logger, path, opts, fn)
+		torn, err = scanDir(logger, path, files, opts, fn)
 	} else if errors.Is(err, syscall.ENOTDIR) {
 		torn, err = scanSegmentFile(path, opts, fn)
 	} else {
@@ -66,10 +66,11 @@ func Scan(logger *zap.Logger, path string, opts Options, fn func(offset int64, r
 // scanAttempts bounds how often Scan reads a directory that keeps changing under it.
 const scanAttempts = 3
 
-// scanDir verifies the log in dir, handing its records to fn (fn's errors come back as
-// callbackError), and returns any torn tail. It reads the log again while a read fails with
-// damage or a missing file and the directory's files have changed since the read began.
-func scanDir(logger *zap.Logger, dir string, opts Options, fn func(int64, []byte) error) (*tornTail, error) {
+// scanDir verifies the log in dir, whose files were listed as before, handing its records to
+// fn (fn's errors come back as callbackError), and returns any torn tail. It reads the log
+// again while a read fails with damage or a missing file and the directory's files have changed
+// since the read began.
+func scanDir(logger *zap.Logger, dir string, before []dirFile, opts Options, fn func(int64, []byte) error) (*tornTail, error) {
 	next := int64(math.MinInt64) // the offset after the last record handed to fn
 	deliver := func(offset int64, record []byte) error {
 		if offset < next {
@@ -77,10 +78,6 @@ func scanDir(logger *zap.Logger, dir string, opts Options, fn func(int64, []byte
 		}
 		next = offset + 1
 		return fn(offset, record)
-	}
-	before, err := dirFiles(opts.FS, dir)
-	if err != nil {
-		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
 		in := newInspector(dir, opts)
@@ -112,12 +109,21 @@ type dirFile struct {
 	size int64
 }
 
+// fileNames returns the names of files.
+func fileNames(files []dirFile) []string {
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.name
+	}
+	return names
+}
+
 // dirFiles lists the files of dir with their sizes: a server that used the log meanwhile, even
 // one that started, appended and stopped again, leaves a different list.
 func dirFiles(fsys FS, dir string) ([]dirFile, error) {
 	names, err := fsys.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("statelog: list %s: %w", dir, err)
+		return nil, err
 	}
 	files := make([]dirFile, len(names))
 	for i, name := range names {

@@ -189,8 +189,8 @@ func TestScanOfALogInUse(t *testing.T) {
 		return mem, model
 	}
 	// readListing is the listing of the directory with which the read itself starts: Scan lists
-	// it twice before (to find a log, and with the files' sizes to see a change later).
-	const readListing = 3
+	// it once before, with the files' sizes, to find a log and to see a change later.
+	const readListing = 2
 	// scan scans /log of mem, calling change once, when the read first opens the segment file
 	// name (before the open goes through).
 	scan := func(t *testing.T, mem *faultfs.CrashFS, name string, change func()) ([]rec, error) {
