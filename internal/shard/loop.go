@@ -169,8 +169,8 @@ func (s *Shard) load() (time.Duration, error) {
 	}
 	s.lastPruned = from
 	s.pruned.Store(s.lastPruned)
-	s.metrics.loaded(took, s.lastPruned, len(s.m.states))
-	s.publish()
+	s.metrics.loaded(took, s.lastPruned)
+	s.publish() // sets the keys gauge
 	s.logger.Info("state partition loaded", zap.Int64("records", n), zap.Int("keys", len(s.m.states)),
 		zap.Int64("start_offset", from), zap.Int64("end_offset", l.EndOffset()), zap.Duration("took", took))
 	return max(took, time.Nanosecond), nil

@@ -153,11 +153,12 @@ func newShardMetrics(m *Metrics, partition int) *shardMetrics {
 	return sm
 }
 
-// loaded publishes what a successful load found: its duration, the log-start offset (the last
-// pruned offset until the next prune) and the keys held. The three gauges are created by the
-// first successful load, so that a partition that never loaded (a damaged log) shows none of them
-// rather than a load of 0 seconds, an offset of 0 and no keys, which would all be false.
-func (sm *shardMetrics) loaded(took time.Duration, lastPruned int64, keys int) {
+// loaded publishes what a successful load found: its duration and the log-start offset (the last
+// pruned offset until the next prune); the keys held follow with the shard's publish. The three
+// gauges are created by the first successful load, so that a partition that never loaded (a
+// damaged log) shows none of them rather than a load of 0 seconds, an offset of 0 and no keys,
+// which would all be false.
+func (sm *shardMetrics) loaded(took time.Duration, lastPruned int64) {
 	if sm == nil {
 		return
 	}
@@ -168,7 +169,6 @@ func (sm *shardMetrics) loaded(took time.Duration, lastPruned int64, keys int) {
 	}
 	sm.loadSeconds.Set(took.Seconds())
 	sm.setLastPruned(lastPruned)
-	sm.setKeys(keys)
 }
 
 // setLastPruned and setKeys update their gauge once the first load has created it (see loaded).
