@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/principal"
 	"github.com/coordinatord/coordinatord/internal/service"
 )
 
@@ -54,7 +55,7 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 		{groupcfg.KeyAuthorizerDescribeConfigs, &s.grants.DescribeConfigs},
 	}
 	for _, l := range lists {
-		principals, err := groupcfg.ParsePrincipals(text(l.key))
+		principals, err := principal.ParseList(text(l.key))
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s %v", l.key, err))
 			continue

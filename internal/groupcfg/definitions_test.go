@@ -245,31 +245,3 @@ func TestParseISODuration(t *testing.T) {
 		})
 	}
 }
-
-func TestParsePrincipals(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []string
-		ok   bool
-	}{
-		{"", nil, true},
-		{" ; ;", nil, true},
-		{"*", []string{"*"}, true},
-		{"User:CN=a,O=Acme;User:CN=b", []string{"User:CN=a,O=Acme", "User:CN=b"}, true},
-		{"  User:CN=a  ;*", []string{"User:CN=a", "*"}, true},
-		{"User:CN=a;CN=b", nil, false},
-		{"User:  ", nil, false},
-		{"user:CN=a", nil, false},
-		// RFC 2253 escapes: "\;" is part of a name, "\\;" ends one; "\ " at the end is kept.
-		{`User:CN=a\;b,O=Acme;User:CN=c`, []string{`User:CN=a\;b,O=Acme`, "User:CN=c"}, true},
-		{`User:CN=a\\;User:CN=b`, []string{`User:CN=a\\`, "User:CN=b"}, true},
-		{`User:CN=a\  ; User:CN=\ b\ `, []string{`User:CN=a\ `, `User:CN=\ b\ `}, true},
-		{`User:CN=a\`, []string{`User:CN=a\`}, true},
-		{`User:CN=a\;`, []string{`User:CN=a\;`}, true},
-	} {
-		got, err := ParsePrincipals(tc.in)
-		if (err == nil) != tc.ok || strings.Join(got, "|") != strings.Join(tc.want, "|") {
-			t.Errorf("ParsePrincipals(%q) = %q, %v; want %q ok=%v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/coordinatord/coordinatord/internal/principal"
 )
 
 func writeProps(t *testing.T, text string) string {
@@ -310,7 +312,7 @@ func TestPrincipalEscapesInPropertiesFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		text, _ := s.Broker().Text(KeyAuthorizerClusterAction)
-		got, err := ParsePrincipals(text)
+		got, err := principal.ParseList(text)
 		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("%s: %q, %v; want %q", name, got, err, want)
 		}
