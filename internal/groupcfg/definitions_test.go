@@ -146,7 +146,7 @@ func TestEveryBrokerKeyBounds(t *testing.T) {
 		for _, c := range edgeCases(t, &d, lo, hi) {
 			t.Run(d.Name+"="+c.value, func(t *testing.T) {
 				var own []Problem
-				for _, p := range CheckStatic(Sources{Overrides: []string{d.Name + "=" + c.value}}) {
+				for _, p := range staticProblems(Sources{Overrides: []string{d.Name + "=" + c.value}}) {
 					if p.kind == problemValue {
 						own = append(own, p)
 					}
