@@ -117,14 +117,6 @@ func NewAuthorizer(logger *zap.Logger, cfg AuthorizerConfig) *Authorizer {
 
 func fullMethod(service, method string) string { return "/" + service + "/" + method }
 
-// RequiredPermission returns the permission a method (full name, "/package.Service/Method")
-// requires; ok is false for a method that needs none (the health service) or that the Authorizer
-// does not know (refused).
-func (a *Authorizer) RequiredPermission(method string) (Permission, bool) {
-	p, ok := a.methods[method]
-	return p, ok
-}
-
 // Unary returns the interceptor to install as ServerOptions.Authorize.
 func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
