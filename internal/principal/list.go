@@ -6,23 +6,24 @@ import (
 	"unicode"
 )
 
-// Separator separates the entries of a principal list. Principals are distinguished names full
+// separator separates the entries of a principal list. Principals are distinguished names full
 // of commas, so lists use semicolons, as Kafka's super.users does. A semicolon inside a
 // distinguished name is escaped there ("\;", RFC 2253), as principal names always write it, and
 // does not separate.
-const Separator = ";"
+const separator = ";"
 
 // Any in a principal list stands for every authenticated client, and so does Kafka's wildcard
 // principal, AnyUser.
 const (
 	Any     = "*"
-	AnyUser = Prefix + "*"
+	AnyUser = prefix + "*"
 )
 
-// ParseList splits a principal list (such as a value of the authorizer.*.principals settings)
-// into its entries, each trimmed of surrounding white space (a space escaped at its end, "\ ", is
-// kept), empty entries skipped. Every entry must be Any or AnyUser or a principal name
-// "User:<distinguished name>"; the error describes the first that is not.
+// ParseList splits a principal list (such as a value of the authorizer.*.principals settings),
+// whose entries are separated by semicolons, into its entries, each trimmed of surrounding white
+// space (a space escaped at its end, "\ ", is kept), empty entries skipped. Every entry must be
+// Any or AnyUser or a principal name "User:<distinguished name>"; the error describes the first
+// that is not.
 func ParseList(text string) ([]string, error) {
 	var out []string
 	for _, entry := range splitList(text) {
@@ -30,7 +31,7 @@ func ParseList(text string) ([]string, error) {
 		case entry == "":
 			continue
 		case entry == Any:
-		case !strings.HasPrefix(entry, Prefix) || strings.TrimSpace(strings.TrimPrefix(entry, Prefix)) == "":
+		case !strings.HasPrefix(entry, prefix) || strings.TrimSpace(strings.TrimPrefix(entry, prefix)) == "":
 			return nil, fmt.Errorf("has the entry %q, which is neither * nor a principal User:<distinguished name> such as User:CN=broker-1,O=Acme", entry)
 		}
 		out = append(out, entry)
@@ -38,7 +39,7 @@ func ParseList(text string) ([]string, error) {
 	return out, nil
 }
 
-// splitList splits text at every Separator that no backslash escapes and trims each entry,
+// splitList splits text at every separator that no backslash escapes and trims each entry,
 // keeping a trailing space that a backslash escapes.
 func splitList(text string) []string {
 	var entries []string
@@ -55,7 +56,7 @@ func splitList(text string) []string {
 		case '\\':
 			i++ // the escaped byte
 			escapedEnd = min(i+1, len(text))
-		case Separator[0]:
+		case separator[0]:
 			flush(i)
 			start = i + 1
 		}

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// Prefix starts every principal name, as in Kafka ("User:").
-const Prefix = "User:"
+// prefix starts every principal name, as in Kafka ("User:").
+const prefix = "User:"
 
 // FromCertificate returns the principal a client certificate authenticates: "User:" followed by
 // the certificate's subject distinguished name in RFC 2253 form, most specific attribute first
@@ -24,9 +24,9 @@ func FromCertificate(cert *x509.Certificate) string {
 	var rdns pkix.RDNSequence
 	if rest, err := asn1.Unmarshal(cert.RawSubject, &rdns); err != nil || len(rest) > 0 {
 		// crypto/x509 parsed this subject already; fall back to its normalized form.
-		return Prefix + cert.Subject.String()
+		return prefix + cert.Subject.String()
 	}
-	return Prefix + rdns.String()
+	return prefix + rdns.String()
 }
 
 // FromContext returns the principal of the client of the gRPC call in ctx: the FromCertificate
