@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -64,30 +65,9 @@ func (fx *fixture) open(t *testing.T) *Store {
 	return s
 }
 
-// metric returns the value of the gauge or counter name (with the label result, if not "").
-func (fx *fixture) metric(t *testing.T, name, result string) float64 {
-	t.Helper()
-	families, err := fx.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if result == "" {
-				return m.GetGauge().GetValue()
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no metric %s{result=%q}", name, result)
-	return 0
+// reloads returns the count of s's reloads with result ("success" or "failure").
+func reloads(s *Store, result string) float64 {
+	return testutil.ToFloat64(s.metrics.reloads.WithLabelValues(result))
 }
 
 // servedSerial returns the serial number of the certificate s currently serves.
@@ -257,13 +237,13 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("served serial %s once the renewal is valid, want %s", got, serial(early))
 	}
 
-	if got := fx.metric(t, "sharecoord_tls_reloads_total", "success"); got != 2 {
+	if got := reloads(s, "success"); got != 2 {
 		t.Errorf("successful reloads %v, want 2", got)
 	}
-	if got := fx.metric(t, "sharecoord_tls_reloads_total", "failure"); got != 3 {
+	if got := reloads(s, "failure"); got != 3 {
 		t.Errorf("failed reloads %v, want 3", got)
 	}
-	if got, want := fx.metric(t, "sharecoord_tls_certificate_not_after_seconds", ""), float64(early.Leaf.NotAfter.Unix()); got != want {
+	if got, want := testutil.ToFloat64(s.metrics.notAfter), float64(early.Leaf.NotAfter.Unix()); got != want {
 		t.Errorf("not_after %v, want %v (the certificate in use)", got, want)
 	}
 }
@@ -273,8 +253,12 @@ func TestRotation(t *testing.T) {
 func TestReload(t *testing.T) {
 	fx := newFixture(t)
 	s := fx.open(t)
-	if got := fx.metric(t, "sharecoord_tls_reloads_total", "success"); got != 0 {
+	if got := reloads(s, "success"); got != 0 {
 		t.Fatalf("successful reloads %v before any, want 0", got)
+	}
+	// The registry has the expiry and both results of the reload counter from the start.
+	if n, err := testutil.GatherAndCount(fx.reg, "sharecoord_tls_certificate_not_after_seconds", "sharecoord_tls_reloads_total"); err != nil || n != 3 {
+		t.Fatalf("%d series registered (%v), want 3", n, err)
 	}
 	s.Reload("SIGHUP")
 	if n := fx.logs.FilterMessage("TLS certificate reloaded").FilterField(zap.String("reason", "SIGHUP")).Len(); n != 1 {
@@ -291,7 +275,7 @@ func TestReload(t *testing.T) {
 	if got := servedSerial(s); got != loaded {
 		t.Fatalf("served serial %s after a failed reload, want %s", got, loaded)
 	}
-	if got := fx.metric(t, "sharecoord_tls_reloads_total", "success"); got != 1 {
+	if got := reloads(s, "success"); got != 1 {
 		t.Errorf("successful reloads %v, want 1", got)
 	}
 }
@@ -313,7 +297,7 @@ func TestMissingFileLoggedOnce(t *testing.T) {
 	if n := fx.logs.FilterMessage("cannot check the TLS files; the loaded certificate stays in use").Len(); n != 1 {
 		t.Fatalf("%d log lines for the missing file, want 1", n)
 	}
-	if got := fx.metric(t, "sharecoord_tls_reloads_total", "failure"); got != 1 {
+	if got := reloads(s, "failure"); got != 1 {
 		t.Errorf("failed reloads %v, want 1", got)
 	}
 	testcert.WriteCAFile(t, fx.ca, fx.dir, filepath.Base(fx.settings.CA.Path))
