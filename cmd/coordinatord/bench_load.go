@@ -20,6 +20,7 @@ import (
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/loadgen"
+	"github.com/coordinatord/coordinatord/internal/tlsconfig"
 )
 
 // Targets of docs/benchmarks.md that `bench load` checks.
@@ -198,7 +199,7 @@ func (t loadTLS) dialOptions() ([]grpc.DialOption, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}
 	var errs []error
 	if t.caFile != "" {
-		pool, err := readCertPool(t.caFile)
+		pool, err := tlsconfig.ReadCertPool(t.caFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--tls-ca-file %s: %w", t.caFile, err))
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/loadgen"
+	"github.com/coordinatord/coordinatord/internal/testcert"
 )
 
 // runBench runs the command line in this process and returns stdout, stderr and the exit status.
@@ -234,9 +235,9 @@ func TestBenchLoadOverMutualTLS(t *testing.T) {
 	fx := newSecurityFixture(t)
 	p := startSecureProc(t, t.TempDir(), fx.clientTLS(t, brokerSubject()), fx.args("required", authzArgs()...)...)
 	dir := t.TempDir()
-	ca := writeCAFile(t, fx.ca, dir, "server-ca.pem")
+	ca := testcert.WriteCAFile(t, fx.ca, dir, "server-ca.pem")
 	cert, key := filepath.Join(dir, "broker.pem"), filepath.Join(dir, "broker-key.pem")
-	writeKeyPair(t, fx.ca.Issue(t, *brokerSubject(), false), cert, key)
+	testcert.WriteKeyPair(t, fx.ca.Issue(t, *brokerSubject(), false), cert, key)
 	run := []string{"bench", "load", "--target", p.grpcAddr, "--concurrency", "2", "--connections", "1", "--keys", "4",
 		"--duration", "200ms", "--warmup", "0s", "--quiet"}
 

@@ -16,14 +16,16 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/principal"
 	"github.com/coordinatord/coordinatord/internal/service"
+	"github.com/coordinatord/coordinatord/internal/tlsconfig"
 )
 
 // securitySettings are the values of the security keys (groupcfg.KeyTLS*, KeyMetricsTLSEnabled,
 // KeyAuthorizer*).
 type securitySettings struct {
 	tls        bool
-	files      certFiles
+	files      tlsconfig.Settings
 	clientAuth string // groupcfg.ClientAuthNone, ClientAuthRequested or ClientAuthRequired
 	minVersion string // "TLSv1.2" or "TLSv1.3"
 	metricsTLS bool
@@ -36,9 +38,11 @@ type securitySettings struct {
 func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 	text := func(key string) string { v, _ := b.Text(key); return v }
 	flag := func(key string) bool { v, _ := b.Bool(key); return v }
+	file := func(key string) tlsconfig.File { return tlsconfig.File{Setting: key, Path: text(key)} }
 	s := securitySettings{
-		tls:        flag(groupcfg.KeyTLSEnabled),
-		files:      certFiles{cert: text(groupcfg.KeyTLSCertFile), key: text(groupcfg.KeyTLSKeyFile), clientCA: text(groupcfg.KeyTLSClientCAFile)},
+		tls: flag(groupcfg.KeyTLSEnabled),
+		files: tlsconfig.Settings{Cert: file(groupcfg.KeyTLSCertFile), Key: file(groupcfg.KeyTLSKeyFile),
+			CA: file(groupcfg.KeyTLSClientCAFile)},
 		clientAuth: text(groupcfg.KeyTLSClientAuth),
 		minVersion: text(groupcfg.KeyTLSMinVersion),
 		metricsTLS: flag(groupcfg.KeyMetricsTLSEnabled),
@@ -54,7 +58,7 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 		{groupcfg.KeyAuthorizerDescribeConfigs, &s.grants.DescribeConfigs},
 	}
 	for _, l := range lists {
-		principals, err := groupcfg.ParsePrincipals(text(l.key))
+		principals, err := principal.ParseList(text(l.key))
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s %v", l.key, err))
 			continue
@@ -67,10 +71,10 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 	}
 	verifiesClients := s.clientAuth == groupcfg.ClientAuthRequested || s.clientAuth == groupcfg.ClientAuthRequired
 	if !s.tls {
-		for _, f := range s.files.list() {
-			if f.name != "" {
+		for _, f := range []tlsconfig.File{s.files.Cert, s.files.Key, s.files.CA} {
+			if f.Path != "" {
 				problems = append(problems, fmt.Sprintf("%s is set but %s=false, so gRPC would be served in plaintext: set %s=true, or remove %s",
-					f.key, groupcfg.KeyTLSEnabled, groupcfg.KeyTLSEnabled, f.key))
+					f.Setting, groupcfg.KeyTLSEnabled, groupcfg.KeyTLSEnabled, f.Setting))
 			}
 		}
 		if verifiesClients {
@@ -78,15 +82,15 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 				groupcfg.KeyTLSClientAuth, s.clientAuth, groupcfg.KeyTLSEnabled, groupcfg.KeyTLSClientAuth))
 		}
 	} else {
-		if s.files.cert == "" || s.files.key == "" {
+		if s.files.Cert.Path == "" || s.files.Key.Path == "" {
 			problems = append(problems, fmt.Sprintf("%s=true needs %s and %s: set both to PEM files (certificate chain and private key)",
 				groupcfg.KeyTLSEnabled, groupcfg.KeyTLSCertFile, groupcfg.KeyTLSKeyFile))
 		}
-		if verifiesClients && s.files.clientCA == "" {
+		if verifiesClients && s.files.CA.Path == "" {
 			problems = append(problems, fmt.Sprintf("%s=%s needs %s: set it to a PEM file of the CAs that sign client certificates",
 				groupcfg.KeyTLSClientAuth, s.clientAuth, groupcfg.KeyTLSClientCAFile))
 		}
-		if !verifiesClients && s.files.clientCA != "" {
+		if !verifiesClients && s.files.CA.Path != "" {
 			problems = append(problems, fmt.Sprintf("%s is set but %s=none, so client certificates would not be asked for: set %s=required (or requested), or remove %s",
 				groupcfg.KeyTLSClientCAFile, groupcfg.KeyTLSClientAuth, groupcfg.KeyTLSClientAuth, groupcfg.KeyTLSClientCAFile))
 		}
@@ -106,9 +110,9 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 type security struct {
 	logger     *zap.Logger
 	settings   securitySettings
-	store      *certStore          // nil without TLS
-	grpcTLS    *listenerTLS        // nil: plaintext gRPC
-	metricsTLS *listenerTLS        // nil: plain HTTP metrics
+	store      *tlsconfig.Store    // nil without TLS
+	grpcTLS    *tls.Config         // nil: plaintext gRPC
+	metricsTLS *tls.Config         // nil: plain HTTP metrics
 	authorizer *service.Authorizer // nil: every call allowed
 }
 
@@ -121,7 +125,7 @@ func newSecurity(logger *zap.Logger, b groupcfg.Broker, reg prometheus.Registere
 	}
 	sec := &security{logger: logger, settings: s}
 	if s.tls {
-		store, err := newCertStore(logger, s.files, newTLSMetrics(reg))
+		store, err := tlsconfig.NewStore(logger, s.files, reg)
 		if err != nil {
 			return nil, fmt.Errorf("%w: fix the file or the setting", err)
 		}
@@ -137,9 +141,9 @@ func newSecurity(logger *zap.Logger, b groupcfg.Broker, reg prometheus.Registere
 		case groupcfg.ClientAuthRequired:
 			clientAuth = tls.RequireAndVerifyClientCert
 		}
-		sec.grpcTLS = &listenerTLS{store: store, clientAuth: clientAuth, nextProtos: []string{"h2"}, minVersion: minVersion}
+		sec.grpcTLS = store.ServerConfig(clientAuth, minVersion, "h2")
 		if s.metricsTLS {
-			sec.metricsTLS = &listenerTLS{store: store, clientAuth: tls.NoClientCert, nextProtos: []string{"http/1.1"}, minVersion: minVersion}
+			sec.metricsTLS = store.ServerConfig(tls.NoClientCert, minVersion, "http/1.1")
 		}
 	}
 	if s.authorize {
@@ -156,7 +160,7 @@ func (s *security) credentials() credentials.TransportCredentials {
 	if s.grpcTLS == nil {
 		return nil
 	}
-	return credentials.NewTLS(s.grpcTLS.Config())
+	return credentials.NewTLS(s.grpcTLS)
 }
 
 // authorize returns the authorization interceptor (nil: none).
@@ -176,12 +180,7 @@ func (s *security) authorizeStream() grpc.StreamServerInterceptor {
 }
 
 // metricsTLSConfig returns the metrics port's TLS configuration (nil: plain HTTP).
-func (s *security) metricsTLSConfig() *tls.Config {
-	if s.metricsTLS == nil {
-		return nil
-	}
-	return s.metricsTLS.Config()
-}
+func (s *security) metricsTLSConfig() *tls.Config { return s.metricsTLS }
 
 // reloadOnHangup re-reads the TLS files on every SIGHUP until ctx ends. Without TLS there is
 // nothing to re-read: SIGHUP is logged and otherwise ignored, rather than ending the process
@@ -198,7 +197,7 @@ func (s *security) reloadOnHangup(ctx context.Context) {
 					s.logger.Info("SIGHUP received: nothing to reload, TLS is off")
 					continue
 				}
-				s.store.reload()
+				s.store.Reload("SIGHUP")
 			case <-ctx.Done():
 				return
 			}

@@ -70,8 +70,8 @@ func newSecurityFixture(t *testing.T) *securityFixture {
 	dir := t.TempDir()
 	fx := &securityFixture{dir: dir, ca: testcert.NewCA(t, "coordinatord test CA"),
 		certFile: filepath.Join(dir, "server.pem"), keyFile: filepath.Join(dir, "server-key.pem")}
-	fx.cas = writeCAFile(t, fx.ca, dir, "clients-ca.pem")
-	writeKeyPair(t, fx.ca.Issue(t, pkix.Name{CommonName: "coordinatord", Organization: []string{"Acme"}}, true), fx.certFile, fx.keyFile)
+	fx.cas = testcert.WriteCAFile(t, fx.ca, dir, "clients-ca.pem")
+	testcert.WriteKeyPair(t, fx.ca.Issue(t, pkix.Name{CommonName: "coordinatord", Organization: []string{"Acme"}}, true), fx.certFile, fx.keyFile)
 	return fx
 }
 
@@ -268,7 +268,7 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 	t.Run("certificate rotation without restart", func(t *testing.T) {
 		pid := p.cmd.Process.Pid
 		rotated := fx.ca.Issue(t, pkix.Name{CommonName: "coordinatord-rotated", Organization: []string{"Acme"}}, true)
-		writeKeyPair(t, rotated, fx.certFile, fx.keyFile)
+		testcert.WriteKeyPair(t, rotated, fx.certFile, fx.keyFile)
 		if got := servedSerial(t, p.grpcAddr, fx.clientTLS(t, brokerSubject())); got != rotated.Leaf.SerialNumber.String() {
 			t.Fatalf("served certificate serial %s after rotation, want %s", got, rotated.Leaf.SerialNumber)
 		}
@@ -286,13 +286,13 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 		}
 
 		// A broken replacement is refused and logged; the last good certificate stays in use.
-		writeAtomically(t, fx.certFile, []byte("not a certificate\n"))
+		testcert.WriteAtomically(t, fx.certFile, []byte("not a certificate\n"))
 		if got := servedSerial(t, p.grpcAddr, fx.clientTLS(t, brokerSubject())); got != rotated.Leaf.SerialNumber.String() {
 			t.Fatalf("served serial %s after a broken replacement, want the previous %s", got, rotated.Leaf.SerialNumber)
 		}
 		waitForLog(t, p, regexp.MustCompile(`TLS reload failed`))
 		// So is an expired one: clients would refuse it.
-		writeKeyPair(t, fx.ca.IssueExpired(t, pkix.Name{CommonName: "coordinatord-old"}), fx.certFile, fx.keyFile)
+		testcert.WriteKeyPair(t, fx.ca.IssueExpired(t, pkix.Name{CommonName: "coordinatord-old"}), fx.certFile, fx.keyFile)
 		if got := servedSerial(t, p.grpcAddr, fx.clientTLS(t, brokerSubject())); got != rotated.Leaf.SerialNumber.String() {
 			t.Fatalf("served serial %s after an expired replacement, want the previous %s", got, rotated.Leaf.SerialNumber)
 		}
@@ -301,7 +301,7 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 		// refused until then, and used from then on without any further change to the files.
 		start := time.Now().Add(2 * time.Second).Truncate(time.Second)
 		early := fx.ca.IssueValidFrom(t, pkix.Name{CommonName: "coordinatord-early"}, start)
-		writeKeyPair(t, early, fx.certFile, fx.keyFile)
+		testcert.WriteKeyPair(t, early, fx.certFile, fx.keyFile)
 		if got := servedSerial(t, p.grpcAddr, fx.clientTLS(t, brokerSubject())); got != rotated.Leaf.SerialNumber.String() {
 			t.Fatalf("served serial %s before the renewal is valid, want the previous %s", got, rotated.Leaf.SerialNumber)
 		}
@@ -314,7 +314,7 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 
 		// SIGHUP re-reads the files too; the process keeps running.
 		again := fx.ca.Issue(t, pkix.Name{CommonName: "coordinatord-hup"}, true)
-		writeKeyPair(t, again, fx.certFile, fx.keyFile)
+		testcert.WriteKeyPair(t, again, fx.certFile, fx.keyFile)
 		if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
@@ -392,9 +392,9 @@ func TestSecurityConfigErrors(t *testing.T) {
 	fx := newSecurityFixture(t)
 	other := testcert.NewCA(t, "other")
 	mismatchedKey := filepath.Join(fx.dir, "other-key.pem")
-	writeKeyPair(t, other.Issue(t, pkix.Name{CommonName: "x"}, true), filepath.Join(fx.dir, "other.pem"), mismatchedKey)
+	testcert.WriteKeyPair(t, other.Issue(t, pkix.Name{CommonName: "x"}, true), filepath.Join(fx.dir, "other.pem"), mismatchedKey)
 	expiredCert, expiredKey := filepath.Join(fx.dir, "expired.pem"), filepath.Join(fx.dir, "expired-key.pem")
-	writeKeyPair(t, fx.ca.IssueExpired(t, pkix.Name{CommonName: "old"}), expiredCert, expiredKey)
+	testcert.WriteKeyPair(t, fx.ca.IssueExpired(t, pkix.Name{CommonName: "old"}), expiredCert, expiredKey)
 	emptyCA := filepath.Join(fx.dir, "empty-ca.pem")
 	if err := os.WriteFile(emptyCA, []byte("no certificates here\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/netutil"
 
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
@@ -421,21 +422,9 @@ func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b g
 	shardMetrics := shard.NewMetrics(reg, b.MetricsGroupLabelMax())
 	shards := make([]*shard.Shard, b.NumPartitions())
 	for p := range shards {
-		shards[p] = shard.Open(logger.Named("shard"), provider, shard.Options{
-			Partition: p,
-			DataDir:   dataDir,
-			Log: statelog.Options{
-				SegmentBytes:    int64(b.SegmentBytes()),
-				ReadBufferBytes: b.LoadBufferSize(),
-				Metrics:         logMetrics,
-				SyncGroup:       syncGroup,
-			},
-			AppendLingerMs:       b.AppendLingerMs(),
-			WriteTimeout:         time.Duration(b.WriteTimeoutMs()) * time.Millisecond,
-			PruneInterval:        time.Duration(b.PruneIntervalMs()) * time.Millisecond,
-			ColdSnapshotInterval: time.Duration(b.ColdPartitionSnapshotIntervalMs()) * time.Millisecond,
-			Metrics:              shardMetrics,
-		})
+		o := shardconfig.FromBroker(b, dataDir, p)
+		o.Log.Metrics, o.Log.SyncGroup, o.Metrics = logMetrics, syncGroup, shardMetrics
+		shards[p] = shard.Open(logger.Named("shard"), provider, o)
 	}
 	return shards
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/tlsconfig"
 )
 
 // logDirPrefix names a state partition's log directory inside the data directory.
@@ -281,7 +282,7 @@ func checkConfig(src groupcfg.Sources) []string {
 	}
 	settings, problems := readSecuritySettings(static.Broker())
 	if len(problems) == 0 && settings.tls {
-		if _, err := loadTLSMaterial(settings.files); err != nil {
+		if err := tlsconfig.Check(settings.files); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}

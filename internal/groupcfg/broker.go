@@ -188,21 +188,3 @@ func (b Broker) GRPCKeepaliveTimeoutMs() int64 { return b.longOf(keyGRPCKeepaliv
 
 // ShutdownDrainTimeoutMs is shutdown.drain.timeout.ms.
 func (b Broker) ShutdownDrainTimeoutMs() int64 { return b.longOf(keyShutdownDrainTimeoutMs) }
-
-// ShareSessionTimeoutMs is group.share.session.timeout.ms (default of share.session.timeout.ms).
-func (b Broker) ShareSessionTimeoutMs() int { return b.intOf(keyBrokerSessionTimeout) }
-
-// ShareHeartbeatIntervalMs is group.share.heartbeat.interval.ms.
-func (b Broker) ShareHeartbeatIntervalMs() int { return b.intOf(keyBrokerHeartbeatInterval) }
-
-// ShareRecordLockDurationMs is group.share.record.lock.duration.ms.
-func (b Broker) ShareRecordLockDurationMs() int { return b.intOf(keyBrokerRecordLockDuration) }
-
-// ShareDeliveryCountLimit is group.share.delivery.count.limit.
-func (b Broker) ShareDeliveryCountLimit() int { return b.intOf(keyBrokerDeliveryCountLimit) }
-
-// SharePartitionMaxRecordLocks is group.share.partition.max.record.locks.
-func (b Broker) SharePartitionMaxRecordLocks() int { return b.intOf(keyBrokerRecordLocks) }
-
-// ShareAssignmentIntervalMs is group.share.assignment.interval.ms.
-func (b Broker) ShareAssignmentIntervalMs() int { return b.intOf(keyBrokerAssignmentInterval) }

@@ -36,13 +36,13 @@ func TestLookupsDuringAlters(t *testing.T) {
 					errs <- fmt.Errorf("snapshot limit of a group without override: %d", v)
 					return
 				}
-				if v := f.m.DeliveryCountLimit("g"); v != 5 && v != 3 && v != 7 {
+				if v := f.m.groupInt("g", keyDeliveryCountLimit); v != 5 && v != 3 && v != 7 {
 					errs <- fmt.Errorf("delivery count limit of g: %d", v)
 					return
 				}
-				_ = f.m.RecordLockDurationMs("g") + f.m.PartitionMaxRecordLocks("g") + f.m.SessionTimeoutMs("h")
-				_ = f.m.RenewAcknowledgeEnabled("h") && f.m.AssignorOffloadEnabled("g") && f.m.DeadLetterCopyRecordEnabled("g")
-				_ = f.m.AutoOffsetReset("g") + f.m.IsolationLevel("g") + f.m.DeadLetterTopicName("g")
+				_ = f.m.groupInt("g", keyRecordLockDuration) + f.m.groupInt("g", keyRecordLocks) + f.m.groupInt("h", keySessionTimeout)
+				_ = f.m.groupFlag("h", keyRenewAcknowledge) && f.m.groupFlag("g", keyAssignorOffload) && f.m.groupFlag("g", keyDeadLetterCopy)
+				_ = f.m.groupText("g", keyAutoOffsetReset) + f.m.groupText("g", keyIsolationLevel) + f.m.groupText("g", keyDeadLetterTopicName)
 				_ = f.m.Broker().SnapshotUpdateRecordsPerSnapshot() + len(f.m.Effective())
 				_ = f.m.DescribeConfigs([]DescribeResource{{Type: ResourceGroup, Name: "g"}}, true, false)
 			}

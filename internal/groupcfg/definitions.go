@@ -1,10 +1,9 @@
 package groupcfg
 
 import (
-	"fmt"
 	"math"
-	"strings"
-	"unicode"
+
+	"github.com/coordinatord/coordinatord/internal/principal"
 )
 
 // Key names the code refers to. The table below is the authority on every key.
@@ -102,65 +101,13 @@ const (
 	ClientAuthRequired  = "required"
 )
 
-// PrincipalSeparator separates the entries of a principal list. Principals are distinguished
-// names full of commas, so lists use semicolons, as Kafka's super.users does. A semicolon inside
-// a distinguished name is escaped there ("\;", RFC 2253), as principal names always write it, and
-// does not separate.
-const PrincipalSeparator = ";"
-
-// ParsePrincipals splits a principal list (an authorizer.*.principals value) into its entries,
-// each trimmed of surrounding white space (a space escaped at its end, "\ ", is kept), empty
-// entries skipped. Every entry must be "*" or "User:*" (any authenticated client, the latter as
-// Kafka writes it) or a principal name "User:<distinguished name>".
-func ParsePrincipals(text string) ([]string, error) {
-	var out []string
-	for _, entry := range splitPrincipals(text) {
-		switch {
-		case entry == "":
-			continue
-		case entry == "*":
-		case !strings.HasPrefix(entry, "User:") || strings.TrimSpace(strings.TrimPrefix(entry, "User:")) == "":
-			return nil, fmt.Errorf("has the entry %q, which is neither * nor a principal User:<distinguished name> such as User:CN=broker-1,O=Acme", entry)
-		}
-		out = append(out, entry)
-	}
-	return out, nil
-}
-
-// splitPrincipals splits text at every PrincipalSeparator that no backslash escapes and trims
-// each entry, keeping a trailing space that a backslash escapes.
-func splitPrincipals(text string) []string {
-	var entries []string
-	start, escapedEnd := 0, 0 // escapedEnd: the end of the last escaped byte seen
-	flush := func(end int) {
-		entry := strings.TrimRightFunc(text[start:end], unicode.IsSpace)
-		if start+len(entry) < escapedEnd {
-			entry = text[start:escapedEnd]
-		}
-		entries = append(entries, strings.TrimLeftFunc(entry, unicode.IsSpace))
-	}
-	for i := 0; i < len(text); i++ {
-		switch text[i] {
-		case '\\':
-			i++ // the escaped byte
-			escapedEnd = min(i+1, len(text))
-		case PrincipalSeparator[0]:
-			flush(i)
-			start = i + 1
-		}
-	}
-	flush(len(text))
-	return entries
-}
-
-func checkPrincipals(text string) error {
-	_, err := ParsePrincipals(text)
-	return err
-}
-
-// principalsRule is the validator of the authorizer.*.principals keys.
+// principalsRule is the validator of the authorizer.*.principals keys: lists as principal.ParseList
+// reads them.
 func principalsRule() Rule {
-	return Rule{Desc: `"*" (or "User:*") or principals "User:<subject DN>", separated by ";"`, Check: checkPrincipals}
+	return Rule{Desc: `"*" (or "User:*") or principals "User:<subject DN>", separated by ";"`, Check: func(text string) error {
+		_, err := principal.ParseList(text)
+		return err
+	}}
 }
 
 // maxDurationMs bounds the millisecond keys of type LONG: 2^31-1 ms, about 24.8 days, which is

@@ -6,8 +6,8 @@
 //
 // Definitions() is the one table of keys (name, type, default, validator, importance,
 // documentation, scope, dynamic or not, synonym and bounds). Everything else reads it: LoadStatic,
-// IncrementalAlterConfigs, DescribeConfigs, the Provider getters and MarkdownTable, the README's
-// config table. Broker keys come, in decreasing precedence, from --override KEY=VALUE, the
+// IncrementalAlterConfigs, DescribeConfigs, the Provider getter and the README's config table (a
+// test checks it against the table). Broker keys come, in decreasing precedence, from --override KEY=VALUE, the
 // environment (COORDINATORD_ + the key upper-cased, dots as underscores) and a Java properties
 // file; the rest take their defaults. Group keys are set per share group with
 // IncrementalAlterConfigs on a GROUP resource; an unset group key inherits its broker synonym's

@@ -31,9 +31,9 @@ func generationUpdate(i int) []AlterResource {
 // generationOf returns the update the Manager's values come from (0: none), or an error if the
 // values mix updates.
 func generationOf(m *Manager) (int, error) {
-	g1 := m.DeadLetterTopicName("g1")
-	reset := m.AutoOffsetReset("g1")
-	g2 := m.DeadLetterTopicName("g2")
+	g1 := m.groupText("g1", keyDeadLetterTopicName)
+	reset := m.groupText("g1", keyAutoOffsetReset)
+	g2 := m.groupText("g2", keyDeadLetterTopicName)
 	if g1 == "" && g2 == "" && reset == "latest" {
 		return 0, nil
 	}
@@ -225,7 +225,7 @@ func TestStoreFailures(t *testing.T) {
 				strings.Contains(res.ErrorMessage, "/data") {
 				t.Fatalf("alter with failing %s: %+v, want the cause without the store's path", tc.op, res)
 			}
-			if got := f.m.DeliveryCountLimit("g"); got != 5 {
+			if got := f.m.groupInt("g", keyDeliveryCountLimit); got != 5 {
 				t.Fatalf("a refused change is visible: delivery count limit %d", got)
 			}
 			fsys.revive()
@@ -259,7 +259,7 @@ func TestLeftoverTempFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := openFixture(t, dir, staticOf(t))
-			if got := r.m.DeliveryCountLimit("g"); got != 7 {
+			if got := r.m.groupInt("g", keyDeliveryCountLimit); got != 7 {
 				t.Fatalf("delivery count limit %d after reopen, want the acknowledged 7", got)
 			}
 			if _, err := os.Stat(tmpPath); !os.IsNotExist(err) {

@@ -45,7 +45,7 @@ func FuzzStaticOverride(f *testing.F) {
 	f.Add("x")
 	f.Add("share.coordinator.write.timeout.ms= 12 \n")
 	f.Fuzz(func(t *testing.T, override string) {
-		for _, p := range CheckStatic(Sources{Overrides: []string{override}}) {
+		for _, p := range staticProblems(Sources{Overrides: []string{override}}) {
 			if p.Message == "" || strings.ContainsAny(p.String(), "\n\r") {
 				t.Fatalf("problem is not one line: %q", p.String())
 			}

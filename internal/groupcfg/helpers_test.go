@@ -37,6 +37,30 @@ func brokerRes(configs ...AlterConfig) AlterResource {
 	return AlterResource{Type: ResourceBroker, Name: "", Configs: configs}
 }
 
+// staticProblems returns what LoadStatic rejects in src, all of it (nil when it is good).
+func staticProblems(src Sources) []Problem {
+	sch, err := builtinSchema()
+	if err != nil {
+		return []Problem{{Message: err.Error()}}
+	}
+	_, problems := loadStatic(sch, src)
+	return problems
+}
+
+// groupValue returns the effective value of the group key for groupID, read as the Provider
+// method reads the snapshot limit.
+func (m *Manager) groupValue(groupID, key string) value {
+	p, ok := m.sch.groupPos[key]
+	if !ok {
+		panic(key + " is not a group key")
+	}
+	return m.value(groupID, p)
+}
+
+func (m *Manager) groupInt(groupID, key string) int     { return int(m.groupValue(groupID, key).num) }
+func (m *Manager) groupFlag(groupID, key string) bool   { return m.groupValue(groupID, key).flag }
+func (m *Manager) groupText(groupID, key string) string { return m.groupValue(groupID, key).text }
+
 // staticOf loads a static configuration from overrides, failing the test on any problem.
 func staticOf(t testing.TB, overrides ...string) *Static {
 	t.Helper()

@@ -20,9 +20,9 @@ type Options struct {
 }
 
 // Manager owns the configuration in force: the static broker configuration, the dynamic broker
-// values and the per-group overrides kept durable under <dataDir>/config. Its Provider methods
-// (SnapshotUpdateRecordsPerSnapshot and the other group getters) are lock-free and safe for
-// concurrent use; admin operations are serialized among themselves and never block them.
+// values and the per-group overrides kept durable under <dataDir>/config. Its Provider method
+// (SnapshotUpdateRecordsPerSnapshot) is lock-free and safe for concurrent use; admin operations
+// are serialized among themselves and never block it.
 type Manager struct {
 	logger  *zap.Logger
 	sch     *schema
@@ -56,8 +56,7 @@ type groupValues struct {
 
 // positions are the group-vector positions of the keys with typed getters.
 type positions struct {
-	snapshot, session, heartbeat, lockDuration, deliveryCount, recordLocks, renew,
-	autoReset, isolation, assignInterval, assignOffload, dlqName, dlqCopy int
+	snapshot int
 }
 
 func resolvePositions(sch *schema) (positions, error) {
@@ -67,11 +66,7 @@ func resolvePositions(sch *schema) (positions, error) {
 		dst *int
 		key string
 	}{
-		{&p.snapshot, keyGroupSnapshotLimit}, {&p.session, keySessionTimeout}, {&p.heartbeat, keyHeartbeatInterval},
-		{&p.lockDuration, keyRecordLockDuration}, {&p.deliveryCount, keyDeliveryCountLimit}, {&p.recordLocks, keyRecordLocks},
-		{&p.renew, keyRenewAcknowledge}, {&p.autoReset, keyAutoOffsetReset}, {&p.isolation, keyIsolationLevel},
-		{&p.assignInterval, keyAssignmentInterval}, {&p.assignOffload, keyAssignorOffload},
-		{&p.dlqName, keyDeadLetterTopicName}, {&p.dlqCopy, keyDeadLetterCopy},
+		{&p.snapshot, keyGroupSnapshotLimit},
 	} {
 		i, ok := sch.groupPos[f.key]
 		if !ok {

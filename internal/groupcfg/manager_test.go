@@ -146,10 +146,10 @@ func TestKIP1240RestartSequence(t *testing.T) {
 		stored, effected string
 		clamped          bool
 	}{
-		{keyDeliveryCountLimit, r.m.DeliveryCountLimit("g"), "9", "6", true},
-		{keyRecordLocks, r.m.PartitionMaxRecordLocks("g"), "150", "200", true},
+		{keyDeliveryCountLimit, r.m.groupInt("g", keyDeliveryCountLimit), "9", "6", true},
+		{keyRecordLocks, r.m.groupInt("g", keyRecordLocks), "150", "200", true},
 		{keyGroupSnapshotLimit, r.m.SnapshotUpdateRecordsPerSnapshot("g"), "900", "700", true},
-		{keyRecordLockDuration, r.m.RecordLockDurationMs("g"), "20000", "20000", false},
+		{keyRecordLockDuration, r.m.groupInt("g", keyRecordLockDuration), "20000", "20000", false},
 	} {
 		if tc.got != int(mustAtoi(t, tc.effected)) {
 			t.Errorf("%s: effective %d, want %s", tc.key, tc.got, tc.effected)
@@ -213,13 +213,13 @@ func TestResourceAtomicity(t *testing.T) {
 	if results[0].ErrorCode != ErrInvalidConfig || results[1].ErrorCode != ErrNone || results[2].ErrorCode != ErrInvalidConfig {
 		t.Fatalf("results: %+v", results)
 	}
-	if got := f.m.DeliveryCountLimit("a"); got != 5 {
+	if got := f.m.groupInt("a", keyDeliveryCountLimit); got != 5 {
 		t.Fatalf("group a took part of a refused resource: %d", got)
 	}
-	if got := f.m.DeliveryCountLimit("c"); got != 5 {
+	if got := f.m.groupInt("c", keyDeliveryCountLimit); got != 5 {
 		t.Fatalf("group c took part of a refused resource: %d", got)
 	}
-	if got := f.m.DeliveryCountLimit("b"); got != 8 {
+	if got := f.m.groupInt("b", keyDeliveryCountLimit); got != 8 {
 		t.Fatalf("group b: %d, want 8", got)
 	}
 	st := readStore(t, f.dir)
@@ -242,7 +242,7 @@ func TestValidateOnly(t *testing.T) {
 	if !bytes.Equal(before, after) {
 		t.Fatal("validate_only changed the store")
 	}
-	if f.m.DeliveryCountLimit("g") != 7 || f.m.Broker().SnapshotUpdateRecordsPerSnapshot() != 500 {
+	if f.m.groupInt("g", keyDeliveryCountLimit) != 7 || f.m.Broker().SnapshotUpdateRecordsPerSnapshot() != 500 {
 		t.Fatal("validate_only changed the values in force")
 	}
 	real := f.m.IncrementalAlterConfigs(request, false)
@@ -251,7 +251,7 @@ func TestValidateOnly(t *testing.T) {
 			t.Errorf("resource %d: validate_only said %+v, the real request %+v", i, dry[i], real[i])
 		}
 	}
-	if f.m.DeliveryCountLimit("g") != 8 || f.m.Broker().SnapshotUpdateRecordsPerSnapshot() != 700 {
+	if f.m.groupInt("g", keyDeliveryCountLimit) != 8 || f.m.Broker().SnapshotUpdateRecordsPerSnapshot() != 700 {
 		t.Fatal("the real request did not apply")
 	}
 }
@@ -367,7 +367,7 @@ func TestListOperations(t *testing.T) {
 		{OpDelete, "", "a,b"},
 	} {
 		f.mustAlter(t, groupRes("g", AlterConfig{Name: "share.test.tags", Op: step.op, Value: ptr(step.arg)}))
-		if got, _ := f.m.GroupValue("g", "share.test.tags"); got != step.want {
+		if got := f.m.groupText("g", "share.test.tags"); got != step.want {
 			t.Fatalf("after %s %q: %q, want %q", step.op, step.arg, got, step.want)
 		}
 	}
@@ -386,7 +386,7 @@ func TestCloseStopsChanges(t *testing.T) {
 	if res.ErrorCode != ErrUnknownServerError || !strings.Contains(res.ErrorMessage, "closed") {
 		t.Fatalf("alter after Close: %+v", res)
 	}
-	if f.m.DeliveryCountLimit("g") != 7 {
+	if f.m.groupInt("g", keyDeliveryCountLimit) != 7 {
 		t.Fatal("lookups after Close do not answer from the last state")
 	}
 	families, _ := f.reg.Gather()
@@ -451,8 +451,8 @@ func TestIgnoredStoredEntries(t *testing.T) {
 	if b.SnapshotUpdateRecordsPerSnapshot() != 500 || b.WriteTimeoutMs() != 5000 {
 		t.Fatalf("ignored dynamic values applied: ceiling %d, write timeout %d", b.SnapshotUpdateRecordsPerSnapshot(), b.WriteTimeoutMs())
 	}
-	if f.m.IsolationLevel("g") != "read_uncommitted" || f.m.DeliveryCountLimit("g") != 5 || f.m.PartitionMaxRecordLocks("g") != 300 {
-		t.Fatalf("group g: isolation %q, delivery %d, locks %d", f.m.IsolationLevel("g"), f.m.DeliveryCountLimit("g"), f.m.PartitionMaxRecordLocks("g"))
+	if f.m.groupText("g", keyIsolationLevel) != "read_uncommitted" || f.m.groupInt("g", keyDeliveryCountLimit) != 5 || f.m.groupInt("g", keyRecordLocks) != 300 {
+		t.Fatalf("group g: isolation %q, delivery %d, locks %d", f.m.groupText("g", keyIsolationLevel), f.m.groupInt("g", keyDeliveryCountLimit), f.m.groupInt("g", keyRecordLocks))
 	}
 	for _, key := range []string{keySnapshotCeiling, keyWriteTimeoutMs, "share.coordinator.gone", "share.gone", keyIsolationLevel, keyDeliveryCountLimit} {
 		if len(f.warnings(key)) != 1 {
@@ -516,7 +516,7 @@ func TestSecretsMasked(t *testing.T) {
 	if v, _ := f.m.Broker().Text("tls.key.password"); v != "hunter2" {
 		t.Fatalf("the process itself cannot read the secret: %q", v)
 	}
-	if strings.Contains(MarkdownTable(), "hunter2") {
+	if strings.Contains(markdownTable(), "hunter2") {
 		t.Fatal("secret in the table")
 	}
 }
@@ -554,10 +554,10 @@ func TestStoredAutoOffsetResetKeywordCase(t *testing.T) {
 		st.Groups["h"][keyAutoOffsetReset] = "BY_DURATION:PT1H"
 	})
 	r := openFixture(t, dir, staticOf(t))
-	if got := r.m.AutoOffsetReset("g"); got != "earliest" {
+	if got := r.m.groupText("g", keyAutoOffsetReset); got != "earliest" {
 		t.Errorf("g: %q, want earliest", got)
 	}
-	if got := r.m.AutoOffsetReset("h"); got != "by_duration:PT1H" {
+	if got := r.m.groupText("h", keyAutoOffsetReset); got != "by_duration:PT1H" {
 		t.Errorf("h: %q, want by_duration:PT1H", got)
 	}
 	if w := r.logs.FilterMessageSnippet("ignoring a stored group override").Len(); w != 0 {
@@ -632,7 +632,7 @@ func TestDeleteNamesThisReleaseCannotAlter(t *testing.T) {
 		t.Fatalf("store after the deletes: broker %v, groups %v; want no broker values and only g's %s=6",
 			st.Broker, st.Groups, keyDeliveryCountLimit)
 	}
-	if got := r.m.DeliveryCountLimit("g"); got != 6 {
+	if got := r.m.groupInt("g", keyDeliveryCountLimit); got != 6 {
 		t.Fatalf("g's delivery count limit = %d, want 6", got)
 	}
 }

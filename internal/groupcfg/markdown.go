@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// MarkdownTable renders the config table of the README from Definitions(): one row per key, in
+// markdownTable renders the config table of the README from Definitions(): one row per key, in
 // table order (share.coordinator.* and group.share.* broker keys, coordinatord server keys, then
 // the per-group keys). The README holds exactly this text between the markers
 // <!-- config-table:begin --> and <!-- config-table:end --> (a test checks it).
-func MarkdownTable() string {
+func markdownTable() string {
 	var b strings.Builder
 	b.WriteString("Scope: **broker** keys are Kafka's share-coordinator and share-group broker configs, **server** keys are " +
 		"coordinatord's own server settings (no Kafka counterpart); both are set with `--override KEY=VALUE`, the " +

@@ -15,13 +15,13 @@ const (
 
 var updateReadme = flag.Bool("update-readme", false, "rewrite the config table between the README markers from Definitions()")
 
-// TestREADMEConfigTable fails when the README's config table is not exactly MarkdownTable().
+// TestREADMEConfigTable fails when the README's config table is not exactly markdownTable().
 func TestREADMEConfigTable(t *testing.T) {
 	path := filepath.Join("..", "..", "README.md")
 	regenerate := "go test ./internal/groupcfg -run TestREADMEConfigTable -update-readme"
 	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("read %s: %v\nThe README at the repository root must hold the config table (MarkdownTable()'s output) between the lines %s and %s.",
+		t.Fatalf("read %s: %v\nThe README at the repository root must hold the config table (markdownTable()'s output) between the lines %s and %s.",
 			path, err, readmeBegin, readmeEnd)
 	}
 	text := string(data)
@@ -31,7 +31,7 @@ func TestREADMEConfigTable(t *testing.T) {
 			path, readmeBegin, readmeEnd, regenerate)
 	}
 	section := text[begin+len(readmeBegin) : end]
-	want := MarkdownTable()
+	want := markdownTable()
 	if strings.Trim(section, "\n") == strings.Trim(want, "\n") {
 		return
 	}
@@ -60,7 +60,7 @@ func TestREADMEConfigTable(t *testing.T) {
 }
 
 func TestMarkdownTable(t *testing.T) {
-	table := MarkdownTable()
+	table := markdownTable()
 	for _, d := range Definitions() {
 		if !strings.Contains(table, "| `"+d.Name+"` |") {
 			t.Errorf("no row for %s", d.Name)

@@ -70,9 +70,6 @@ type Static struct {
 // Broker returns the static values as typed getters (no dynamic values applied).
 func (s *Static) Broker() Broker { return Broker{state: s.state} }
 
-// Entries returns every broker key's static value and source, secrets masked.
-func (s *Static) Entries() []Entry { return s.state.entries() }
-
 // LoadStatic resolves every broker key: override > env > file > default, validates types, ranges
 // and cross-checks. The error (a *StaticError) lists every problem; each problem is one line
 // naming the key, the value, the allowed range and the fix.
@@ -86,17 +83,6 @@ func LoadStatic(src Sources) (*Static, error) {
 		return nil, &StaticError{Problems: problems}
 	}
 	return st, nil
-}
-
-// CheckStatic returns what LoadStatic would reject, all of it (nil when the configuration is
-// good). It is what `coordinatord check-config` prints.
-func CheckStatic(src Sources) []Problem {
-	sch, err := builtinSchema()
-	if err != nil {
-		return []Problem{{Message: err.Error()}}
-	}
-	_, problems := loadStatic(sch, src)
-	return problems
 }
 
 // rawSetting is a value given by an operator, before validation.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/coordinatord/coordinatord/internal/principal"
 )
 
 func writeProps(t *testing.T, text string) string {
@@ -41,19 +43,19 @@ func TestStaticDefaults(t *testing.T) {
 		{"GRPCKeepaliveTimeMs", b.GRPCKeepaliveTimeMs(), 60000},
 		{"GRPCKeepaliveTimeoutMs", b.GRPCKeepaliveTimeoutMs(), 20000},
 		{"ShutdownDrainTimeoutMs", b.ShutdownDrainTimeoutMs(), 20000},
-		{"ShareSessionTimeoutMs", int64(b.ShareSessionTimeoutMs()), 45000},
-		{"ShareHeartbeatIntervalMs", int64(b.ShareHeartbeatIntervalMs()), 5000},
-		{"ShareRecordLockDurationMs", int64(b.ShareRecordLockDurationMs()), 30000},
-		{"ShareDeliveryCountLimit", int64(b.ShareDeliveryCountLimit()), 5},
-		{"SharePartitionMaxRecordLocks", int64(b.SharePartitionMaxRecordLocks()), 2000},
-		{"ShareAssignmentIntervalMs", int64(b.ShareAssignmentIntervalMs()), 1000},
+		{keyBrokerSessionTimeout, int64(b.intOf(keyBrokerSessionTimeout)), 45000},
+		{keyBrokerHeartbeatInterval, int64(b.intOf(keyBrokerHeartbeatInterval)), 5000},
+		{keyBrokerRecordLockDuration, int64(b.intOf(keyBrokerRecordLockDuration)), 30000},
+		{keyBrokerDeliveryCountLimit, int64(b.intOf(keyBrokerDeliveryCountLimit)), 5},
+		{keyBrokerRecordLocks, int64(b.intOf(keyBrokerRecordLocks)), 2000},
+		{keyBrokerAssignmentInterval, int64(b.intOf(keyBrokerAssignmentInterval)), 1000},
 		{"zero Broker", int64(Broker{}.NumPartitions()), 50},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %d, want %d", tc.name, tc.got, tc.want)
 		}
 	}
-	for _, e := range st.Entries() {
+	for _, e := range st.state.entries() {
 		if e.Source != SourceDefaultConfig || e.Origin != "" {
 			t.Errorf("%s: source %s origin %q with no inputs", e.Name, e.Source, e.Origin)
 		}
@@ -107,7 +109,7 @@ func TestStaticPrecedence(t *testing.T) {
 		keyAppendLingerMs:  {SourceStaticBrokerConfig, "--override"},
 		keyPruneIntervalMs: {SourceDefaultConfig, ""},
 	}
-	for _, e := range st.Entries() {
+	for _, e := range st.state.entries() {
 		if w, ok := want[e.Name]; ok && (e.Source != w.src || e.Origin != w.origin) {
 			t.Errorf("%s: source %s origin %q, want %s %q", e.Name, e.Source, e.Origin, w.src, w.origin)
 		}
@@ -135,10 +137,10 @@ func TestPropertiesFileSyntax(t *testing.T) {
 	b := st.Broker()
 	if b.WriteTimeoutMs() != 1234 || b.LoadBufferSize() != 4321 || b.PruneIntervalMs() != 1000 ||
 		b.AppendLingerMs() != 5 || b.MetricsGroupLabelMax() != 8 {
-		t.Fatalf("parsed: %+v", st.Entries())
+		t.Fatalf("parsed: %+v", st.state.entries())
 	}
 	// ${...} is text, not an expansion (Java does not expand), so this is a bad INT.
-	problems := CheckStatic(Sources{File: writeProps(t, "share.coordinator.write.timeout.ms=${x}\n")})
+	problems := staticProblems(Sources{File: writeProps(t, "share.coordinator.write.timeout.ms=${x}\n")})
 	if len(problems) != 1 || !strings.Contains(problems[0].Message, "${x} is not a valid INT") {
 		t.Fatalf("problems: %v", problems)
 	}
@@ -192,7 +194,7 @@ func TestStaticInputProblems(t *testing.T) {
 			if path, ok := strings.CutPrefix(tc.src.File, "WRITE:"); ok {
 				tc.src.File = writeProps(t, path)
 			}
-			problems := CheckStatic(tc.src)
+			problems := staticProblems(tc.src)
 			_, err := LoadStatic(tc.src)
 			if len(problems) != len(tc.want) {
 				t.Fatalf("problems %v, want %d", problems, len(tc.want))
@@ -275,7 +277,7 @@ func TestStaticCrossChecks(t *testing.T) {
 			[]string{"group.share.delivery.count.limit=99 is out of range [2, 10]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			problems := CheckStatic(Sources{Overrides: tc.overrides})
+			problems := staticProblems(Sources{Overrides: tc.overrides})
 			if len(problems) != len(tc.want) {
 				t.Fatalf("problems %v, want %q", problems, tc.want)
 			}
@@ -310,7 +312,7 @@ func TestPrincipalEscapesInPropertiesFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		text, _ := s.Broker().Text(KeyAuthorizerClusterAction)
-		got, err := ParsePrincipals(text)
+		got, err := principal.ParseList(text)
 		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("%s: %q, %v; want %q", name, got, err, want)
 		}
@@ -338,7 +340,7 @@ func TestPropertiesFileLatin1(t *testing.T) {
 
 // A parse error of a --config file names the line but shows no raw control or non-UTF-8 byte.
 func TestPropertiesParseErrorIsPrintable(t *testing.T) {
-	problems := CheckStatic(Sources{File: writeProps(t, "a=\\u12\xff\x01\x1b[31m")})
+	problems := staticProblems(Sources{File: writeProps(t, "a=\\u12\xff\x01\x1b[31m")})
 	if len(problems) != 1 {
 		t.Fatalf("problems %v, want one", problems)
 	}

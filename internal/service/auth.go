@@ -16,6 +16,7 @@ import (
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinatord/coordinatord/internal/principal"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -34,16 +35,9 @@ const (
 	PermissionDescribeConfigs Permission = "describe_configs"
 )
 
-// AnyPrincipal in a principal list grants the permission to every authenticated client, and so
-// does Kafka's wildcard principal, AnyUserPrincipal.
-const (
-	AnyPrincipal     = "*"
-	AnyUserPrincipal = PrincipalPrefix + "*"
-)
-
 // AuthorizerConfig lists, per permission, the principals holding it: principal names as
-// CertificatePrincipal forms them ("User:CN=..."), AnyPrincipal or AnyUserPrincipal. An empty list
-// grants the permission to nobody.
+// principal.FromCertificate forms them ("User:CN=..."), or principal.Any or principal.AnyUser for
+// every authenticated client. An empty list grants the permission to nobody.
 type AuthorizerConfig struct {
 	ClusterAction   []string
 	AlterConfigs    []string
@@ -51,7 +45,7 @@ type AuthorizerConfig struct {
 }
 
 // Authorizer decides, per unary call, whether the client may make it. The principal is the
-// client's verified certificate (PrincipalFromContext). A call without a principal is refused
+// client's verified certificate (principal.FromContext). A call without a principal is refused
 // with codes.Unauthenticated, a principal without the method's permission with
 // codes.PermissionDenied; both are logged. The health service needs no permission, so that
 // probes keep working. Methods the Authorizer does not know are refused. It is immutable and safe
@@ -72,7 +66,7 @@ type grant struct {
 func newGrant(principals []string) grant {
 	g := grant{names: make(map[string]struct{}, len(principals))}
 	for _, p := range principals {
-		if p == AnyPrincipal || p == AnyUserPrincipal {
+		if p == principal.Any || p == principal.AnyUser {
 			g.anyone = true
 			continue
 		}
@@ -81,11 +75,11 @@ func newGrant(principals []string) grant {
 	return g
 }
 
-func (g grant) allows(principal string) bool {
+func (g grant) allows(name string) bool {
 	if g.anyone {
 		return true
 	}
-	_, ok := g.names[principal]
+	_, ok := g.names[name]
 	return ok
 }
 
@@ -123,14 +117,6 @@ func NewAuthorizer(logger *zap.Logger, cfg AuthorizerConfig) *Authorizer {
 
 func fullMethod(service, method string) string { return "/" + service + "/" + method }
 
-// RequiredPermission returns the permission a method (full name, "/package.Service/Method")
-// requires; ok is false for a method that needs none (the health service) or that the Authorizer
-// does not know (refused).
-func (a *Authorizer) RequiredPermission(method string) (Permission, bool) {
-	p, ok := a.methods[method]
-	return p, ok
-}
-
 // Unary returns the interceptor to install as ServerOptions.Authorize.
 func (a *Authorizer) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -159,7 +145,7 @@ func (a *Authorizer) authorize(ctx context.Context, method string) error {
 	if service, _ := splitFullMethod(method); a.open[service] {
 		return nil
 	}
-	principal, authenticated := PrincipalFromContext(ctx)
+	name, authenticated := principal.FromContext(ctx)
 	perm, known := a.methods[method]
 	switch {
 	case !authenticated:
@@ -169,13 +155,13 @@ func (a *Authorizer) authorize(ctx context.Context, method string) error {
 			"%s needs an authenticated client: connect with TLS and present a client certificate signed by the server's client CA", method)
 	case !known:
 		a.logger.Warn("call denied: no permission is defined for the method",
-			zap.String("principal", principal), zap.String("method", method), zap.String("peer", peerAddr(ctx)))
+			zap.String("principal", name), zap.String("method", method), zap.String("peer", peerAddr(ctx)))
 		return status.Errorf(codes.PermissionDenied, "%s is not allowed for any principal", method)
-	case !a.grants[perm].allows(principal):
+	case !a.grants[perm].allows(name):
 		a.logger.Warn("call denied",
-			zap.String("principal", principal), zap.String("method", method),
+			zap.String("principal", name), zap.String("method", method),
 			zap.String("permission", string(perm)), zap.String("peer", peerAddr(ctx)))
-		return status.Errorf(codes.PermissionDenied, "principal %s lacks the %s permission that %s requires", principal, perm, method)
+		return status.Errorf(codes.PermissionDenied, "principal %s lacks the %s permission that %s requires", name, perm, method)
 	}
 	return nil
 }

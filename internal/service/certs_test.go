@@ -28,9 +28,3 @@ func (ca *testCA) issue(t *testing.T, subject pkix.Name, server bool) tls.Certif
 	t.Helper()
 	return ca.ca.Issue(t, subject, server)
 }
-
-// issueRaw returns a client certificate whose subject is the DER-encoded rawSubject as it is.
-func (ca *testCA) issueRaw(t *testing.T, rawSubject []byte) tls.Certificate {
-	t.Helper()
-	return ca.ca.IssueRaw(t, rawSubject)
-}

@@ -1,11 +1,13 @@
 package service
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -137,10 +139,10 @@ func TestAlterIsAtomicPerResource(t *testing.T) {
 	if c := resp.GetResponses()[1].GetErrorCode(); c != pb.ErrorCode_ERROR_CODE_NONE {
 		t.Fatalf("good resource: %v", resp.GetResponses()[1])
 	}
-	if got := ts.cfg.DeliveryCountLimit("bad"); got != 5 {
+	if got := deliveryCountLimit(t, ts, "bad"); got != 5 {
 		t.Errorf("bad group's delivery count limit = %d, want the default 5 (nothing applied)", got)
 	}
-	if got := ts.cfg.DeliveryCountLimit("good"); got != 4 {
+	if got := deliveryCountLimit(t, ts, "good"); got != 4 {
 		t.Errorf("good group's delivery count limit = %d, want 4", got)
 	}
 }
@@ -170,7 +172,7 @@ func TestUnknownEnumValues(t *testing.T) {
 		}
 	}
 	for _, g := range []string{"g1", "g2"} {
-		if got := ts.cfg.DeliveryCountLimit(g); got != 5 {
+		if got := deliveryCountLimit(t, ts, g); got != 5 {
 			t.Errorf("%s's delivery count limit = %d, want the default 5 (nothing applied)", g, got)
 		}
 	}
@@ -184,4 +186,20 @@ func TestUnknownEnumValues(t *testing.T) {
 		got.GetErrorCode() != pb.ErrorCode_ERROR_CODE_INVALID_REQUEST || len(got.GetConfigs()) != 0 {
 		t.Errorf("describe of resource type 288: %v, want INVALID_REQUEST", got)
 	}
+}
+
+// deliveryCountLimit returns the share.delivery.count.limit in force for group, as DescribeConfigs
+// shows it.
+func deliveryCountLimit(t *testing.T, ts *testServer, group string) int {
+	t.Helper()
+	const key = "share.delivery.count.limit"
+	res := ts.cfg.DescribeConfigs([]groupcfg.DescribeResource{{Type: groupcfg.ResourceGroup, Name: group, Keys: []string{key}}}, false, false)
+	if len(res) != 1 || len(res[0].Configs) != 1 {
+		t.Fatalf("describe %s of group %s: %+v", key, group, res)
+	}
+	n, err := strconv.Atoi(res[0].Configs[0].EffectiveValue)
+	if err != nil {
+		t.Fatalf("%s of group %s: %v", key, group, err)
+	}
+	return n
 }

@@ -1,7 +1,7 @@
 // Package testcert makes up certificate authorities and certificates for tests: a CA per test,
 // server certificates for 127.0.0.1 and localhost, client certificates for any subject, and
-// their PEM encodings. Every key is a new ECDSA P-256 key; every certificate is valid from an
-// hour ago for a day.
+// their PEM encodings, written to files as certificate managers write them. Every key is a new
+// ECDSA P-256 key; every certificate is valid from an hour ago for a day.
 package testcert
 
 import (
@@ -14,6 +14,8 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -143,4 +145,34 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 func setValidity(tmpl *x509.Certificate) {
 	tmpl.NotBefore = time.Now().Add(-time.Hour)
 	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+}
+
+// WriteCAFile writes the CA certificate as PEM to dir/name and returns the path.
+func WriteCAFile(t testing.TB, ca *CA, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	WriteAtomically(t, path, ca.CertPEM())
+	return path
+}
+
+// WriteKeyPair writes cert and its key as PEM files, each replaced atomically (write a temporary
+// file, rename it over the old one), as certificate managers and Kubernetes secret updates do.
+func WriteKeyPair(t testing.TB, cert tls.Certificate, certPath, keyPath string) {
+	t.Helper()
+	certPEM, keyPEM := KeyPairPEM(t, cert)
+	WriteAtomically(t, keyPath, keyPEM)
+	WriteAtomically(t, certPath, certPEM)
+}
+
+// WriteAtomically replaces the file at path with data: it writes path+".tmp" and renames it over
+// path, so that a reader sees the old file or the new one, never a part.
+func WriteAtomically(t testing.TB, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
 }

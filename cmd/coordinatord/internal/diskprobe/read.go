@@ -15,14 +15,6 @@ type ReadResult struct {
 	Took  time.Duration
 }
 
-// BytesPerSecond is the measured bandwidth (0 when nothing was read).
-func (r ReadResult) BytesPerSecond() float64 {
-	if r.Took <= 0 {
-		return 0
-	}
-	return float64(r.Bytes) / r.Took.Seconds()
-}
-
 // ReadBandwidth reads every file in paths from start to end, one after the other, through one
 // buffer of bufBytes, and reports the bytes read and the time it took. It does not drop the page
 // cache: call DropCaches first to measure the disk rather than memory.

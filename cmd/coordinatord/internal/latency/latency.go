@@ -38,9 +38,6 @@ func (h *Histogram) Merge(o *Histogram) {
 	h.h.Merge(o.h)
 }
 
-// Count returns the number of samples.
-func (h *Histogram) Count() int64 { return h.h.TotalCount() }
-
 // Quantile returns the sample at percentile p (0–100); 0 for an empty histogram.
 func (h *Histogram) Quantile(p float64) time.Duration {
 	return time.Duration(h.h.ValueAtQuantile(p))

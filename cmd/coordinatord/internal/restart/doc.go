@@ -4,7 +4,8 @@
 // sequentially from the same disk.
 //
 // Generate builds a reproducible data directory: the server's layout
-// (DATA_DIR/__share_group_state-<p>/), written through real shards with the server's defaults,
+// (DATA_DIR/__share_group_state-<p>/), written through real shards with the options the server
+// gives them for its default settings (shardconfig.FromBroker; only the write timeout is longer),
 // by a deterministic workload (share partitions of one group routed to state partitions with the
 // server's hash, each written round-robin) until the logs hold the requested bytes. Measure then
 // reads every segment file sequentially to obtain the floor and times the restart, dropping the

@@ -16,10 +16,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/shard"
-	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
 // markerFile records, in the data directory, the spec that generated it.
@@ -53,10 +53,16 @@ func (s Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
-// brokerDefaults are the server's broker-level defaults for a given number of partitions.
+// generateWriteTimeoutMs is the write timeout of the benchmark's shards: the generation writes as
+// fast as the disk takes it, and a slow disk must slow it down rather than fail it.
+const generateWriteTimeoutMs = 60000
+
+// brokerDefaults are the server's broker-level defaults for a given number of partitions, but
+// for the write timeout (generateWriteTimeoutMs).
 func brokerDefaults(partitions int) (groupcfg.Broker, error) {
 	st, err := groupcfg.LoadStatic(groupcfg.Sources{Overrides: []string{
 		"share.coordinator.state.topic.num.partitions=" + strconv.Itoa(partitions),
+		"share.coordinator.write.timeout.ms=" + strconv.Itoa(generateWriteTimeoutMs),
 	}})
 	if err != nil {
 		return groupcfg.Broker{}, err
@@ -64,21 +70,12 @@ func brokerDefaults(partitions int) (groupcfg.Broker, error) {
 	return st.Broker(), nil
 }
 
-// openShards opens spec's state partitions in dataDir with the log options the server gives
-// them; they load in the background.
+// openShards opens spec's state partitions in dataDir with the options the server gives them
+// for the broker settings b; they load in the background.
 func openShards(logger *zap.Logger, dataDir string, spec Spec, b groupcfg.Broker) []*shard.Shard {
 	shards := make([]*shard.Shard, spec.Partitions)
 	for p := range shards {
-		shards[p] = shard.Open(logger, workload.FixedLimit(spec.Limit), shard.Options{
-			Partition: p,
-			DataDir:   dataDir,
-			Log: statelog.Options{
-				SegmentBytes:    int64(b.SegmentBytes()),
-				ReadBufferBytes: b.LoadBufferSize(),
-			},
-			AppendLingerMs: b.AppendLingerMs(),
-			WriteTimeout:   time.Minute,
-		})
+		shards[p] = shard.Open(logger, workload.FixedLimit(spec.Limit), shardconfig.FromBroker(b, dataDir, p))
 	}
 	return shards
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +14,9 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
+	"github.com/coordinatord/coordinatord/internal/groupcfg"
 )
 
 func TestMain(m *testing.M) {
@@ -48,6 +52,34 @@ func TestSpecValidate(t *testing.T) {
 				t.Fatalf("want an error containing %q, got %v", tc.wantErr, err)
 			}
 		})
+	}
+}
+
+// TestShardsAsTheServer: the benchmark's shards get every option that the server's get from the
+// broker settings (shardconfig.FromBroker of the server's defaults), the prune and cold-snapshot
+// intervals included; only the write timeout is the benchmark's own.
+func TestShardsAsTheServer(t *testing.T) {
+	const partitions = 7
+	b, err := brokerDefaults(partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := groupcfg.LoadStatic(groupcfg.Sources{Overrides: []string{
+		"share.coordinator.state.topic.num.partitions=" + strconv.Itoa(partitions)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for p := range partitions {
+		got := shardconfig.FromBroker(b, dir, p)
+		want := shardconfig.FromBroker(server.Broker(), dir, p)
+		want.WriteTimeout = generateWriteTimeoutMs * time.Millisecond
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("partition %d: the benchmark's options %+v\nwant the server's %+v", p, got, want)
+		}
+		if got.PruneInterval == 0 || got.ColdSnapshotInterval == 0 {
+			t.Fatalf("partition %d: no prune or cold-snapshot timer: %+v", p, got)
+		}
 	}
 }
 

@@ -69,11 +69,6 @@ func (r Row) WriteAmplification() float64 {
 	return div(float64(r.SnapshotBytes), float64(r.UpdateBytes))
 }
 
-// CyclesMeasured is the measured writes in snapshot cycles (share partitions × (limit + 1)).
-func (r Row) CyclesMeasured(sharePartitions int) float64 {
-	return div(float64(r.Writes), float64(sharePartitions)*float64(r.Limit+1))
-}
-
 func div(a, b float64) float64 {
 	if b == 0 {
 		return 0
