@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
@@ -90,7 +91,7 @@ type dumpUpdate struct {
 	StateBatches          []dumpBatch `json:"state_batches"`
 }
 
-func dumpBatches(in []shard.StateBatch) []dumpBatch {
+func dumpBatches(in []record.StateBatch) []dumpBatch {
 	out := make([]dumpBatch, len(in))
 	for i, b := range in {
 		out[i] = dumpBatch{b.FirstOffset, b.LastOffset, b.DeliveryState, b.DeliveryCount}
@@ -205,10 +206,10 @@ func noLog(path, what string) error {
 
 func decodeForDump(offset int64, b []byte) dumpRecord {
 	line := dumpRecord{Offset: offset}
-	r, err := shard.DecodeRecord(b)
+	r, err := record.Decode(b)
 	if err != nil {
 		line.Type = "unknown"
-		if errors.Is(err, shard.ErrUnknownRecordType) {
+		if errors.Is(err, record.ErrUnknownRecordType) {
 			line.Type = r.Type.String()
 		}
 		line.Error = err.Error()

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
@@ -67,7 +68,7 @@ func (s *StateServer) checkLimit(n int) error {
 }
 
 // invalidTopicID is the per-partition answer for a topic id that does not parse; err (from
-// shard.ParseTopicID) names the id and says why.
+// record.ParseTopicID) names the id and says why.
 func invalidTopicID(err error) shard.Result {
 	return shard.Result{Code: shard.ErrInvalidRequest, Message: "topic_id " + err.Error()}
 }
@@ -102,7 +103,7 @@ func eachPartition[T stateTopic[P], P statePartition, R any](s *StateServer, gro
 	out := make([][]R, len(topics))
 	var wg sync.WaitGroup
 	for ti, t := range topics {
-		id, err := shard.ParseTopicID(t.GetTopicId())
+		id, err := record.ParseTopicID(t.GetTopicId())
 		parts := t.GetPartitions()
 		out[ti] = make([]R, len(parts))
 		for pi, p := range parts {

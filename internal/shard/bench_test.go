@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -30,7 +31,7 @@ type windowGen struct {
 func newWindowGen(nKeys, window int) *windowGen {
 	g := &windowGen{window: window, r: rand.New(rand.NewPCG(uint64(nKeys), 1))}
 	for i := 0; i < nKeys; i++ {
-		mk, _ := encodeMapKey(Key{GroupID: fmt.Sprintf("group-%d", i%50), TopicID: testTopic, Partition: int32(i)})
+		mk, _ := record.EncodeKey(record.Key{GroupID: fmt.Sprintf("group-%d", i%50), TopicID: testTopic, Partition: int32(i)})
 		g.keys = append(g.keys, mk)
 		var w []StateBatch
 		off := int64(1000)
@@ -46,8 +47,8 @@ func newWindowGen(nKeys, window int) *windowGen {
 }
 
 func (g *windowGen) snapshot(dst []byte, i int) []byte {
-	v := SnapshotValue{SnapshotEpoch: 0, StateEpoch: 1, StartOffset: g.so[i], StateBatches: g.states[i], DeliveryCompleteCount: 0}
-	return appendSnapshotRecord(dst, g.keys[i], &v)
+	v := record.SnapshotValue{SnapshotEpoch: 0, StateEpoch: 1, StartOffset: g.so[i], StateBatches: g.states[i], DeliveryCompleteCount: 0}
+	return record.AppendSnapshot(dst, g.keys[i], &v)
 }
 
 func (g *windowGen) update(dst []byte, i int) []byte {
@@ -76,8 +77,8 @@ func (g *windowGen) update(dst []byte, i int) []byte {
 	}
 	var c combiner
 	g.states[i] = c.combineBatches(w, batches, g.so[i])
-	v := UpdateValue{SnapshotEpoch: 0, LeaderEpoch: 1, StartOffset: g.so[i], StateBatches: batches, DeliveryCompleteCount: 3}
-	return appendUpdateRecord(dst, g.keys[i], &v)
+	v := record.UpdateValue{SnapshotEpoch: 0, LeaderEpoch: 1, StartOffset: g.so[i], StateBatches: batches, DeliveryCompleteCount: 3}
+	return record.AppendUpdate(dst, g.keys[i], &v)
 }
 
 // replayCorpus is a log's worth of records: one snapshot per key, then updates round-robin.
@@ -210,7 +211,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 			runtime.ReadMemStats(&after)
 			total, nb := 0, 0
 			for _, e := range m.states {
-				total += snapshotRecordSize(e.key, len(e.batches), e.dcc)
+				total += record.SnapshotSize(e.key, len(e.batches), e.dcc)
 				nb += len(e.batches)
 			}
 			perKey = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / nKeys

@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/record"
 )
 
 // The operation handlers of Kafka's ShareCoordinatorShard, in Kafka's validation order. Each
@@ -101,7 +103,7 @@ func validateWriteFields(r *WriteRequest) string {
 
 // lookup returns the state of k (nil when absent or unrepresentable).
 func (m *machine) lookup(k Key) *entry {
-	mk, err := encodeMapKey(k)
+	mk, err := record.EncodeKey(record.Key(k))
 	if err != nil {
 		return nil
 	}
@@ -149,7 +151,7 @@ func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
 		return res
 	}
 	// A higher leader epoch: the new share-partition leader claims the state with a record.
-	m.logger.Info("read raises the leader epoch", zap.Stringer("key", keyFromMapKey(e.key)), zap.Int32("leader_epoch", r.LeaderEpoch))
+	m.logger.Info("read raises the leader epoch", zap.Stringer("key", Key(record.DecodeKey(e.key))), zap.Int32("leader_epoch", r.LeaderEpoch))
 	claim := WriteRequest{
 		Key: r.Key, LeaderEpoch: r.LeaderEpoch, StateEpoch: e.stateEpoch,
 		StartOffset: e.startOffset, DeliveryCompleteCount: e.dcc,
@@ -181,14 +183,14 @@ func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateL
 	}
 	if int(count) >= m.limit(e.key) {
 		now := m.now().UnixMilli()
-		v := SnapshotValue{
+		v := record.SnapshotValue{
 			SnapshotEpoch: e.snapshotEpoch + 1, StateEpoch: e.stateEpoch, LeaderEpoch: leaderEpoch,
 			StartOffset: startOffset, CreateTimestamp: now, WriteTimestamp: now,
 			StateBatches: m.comb.combineBatches(e.batches, r.StateBatches, startOffset), DeliveryCompleteCount: dcc,
 		}
 		return m.writeSnapshot(p, e.key, e, &v)
 	}
-	v := UpdateValue{
+	v := record.UpdateValue{
 		SnapshotEpoch: e.snapshotEpoch, LeaderEpoch: leaderEpoch, StartOffset: startOffset,
 		StateBatches: m.comb.combineBatches(nil, r.StateBatches, startOffset), DeliveryCompleteCount: dcc,
 	}
@@ -199,9 +201,9 @@ func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateL
 	// new batch adds at most two (it can split one), so the merge is counted, over the region it
 	// touches, only when that could pass the limit.
 	if m.maxRecord > 0 && len(v.StateBatches) > 0 &&
-		snapshotSizeBound(e.key, len(e.batches)+2*len(v.StateBatches), dcc) > m.maxRecord {
+		record.SnapshotSizeBound(e.key, len(e.batches)+2*len(v.StateBatches), dcc) > m.maxRecord {
 		n := m.comb.mergedLen(e.batches, e.flags&flagCanonical != 0, v.StateBatches, startOffset)
-		if n > len(e.batches) && snapshotSizeBound(e.key, n, dcc) > m.maxRecord {
+		if n > len(e.batches) && record.SnapshotSizeBound(e.key, n, dcc) > m.maxRecord {
 			return errStateTooLarge{batches: n, limit: m.maxRecord}
 		}
 	}
@@ -230,7 +232,7 @@ func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
 	case r.StartOffset < -1:
 		return invalid(msgNegativeStartOffset)
 	}
-	mk, err := encodeMapKey(r.Key)
+	mk, err := record.EncodeKey(record.Key(r.Key))
 	if err != nil {
 		return invalid("The " + err.Error() + ".")
 	}
@@ -252,7 +254,7 @@ func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
 		dcc = -1
 	}
 	now := m.now().UnixMilli()
-	v := SnapshotValue{
+	v := record.SnapshotValue{
 		SnapshotEpoch: snapshotEpoch, StateEpoch: r.StateEpoch, LeaderEpoch: 0,
 		StartOffset: r.StartOffset, CreateTimestamp: now, WriteTimestamp: now, DeliveryCompleteCount: dcc,
 	}
@@ -339,7 +341,7 @@ func (m *machine) coldStep(j *coldJob, p *pending, maxRecords, maxBytes int) boo
 		v.SnapshotEpoch++
 		v.WriteTimestamp = j.now
 		if err := m.writeSnapshot(p, k, e, &v); err != nil {
-			m.logger.Error("cannot write cold snapshot", zap.Stringer("key", keyFromMapKey(k)), zap.Error(err))
+			m.logger.Error("cannot write cold snapshot", zap.Stringer("key", Key(record.DecodeKey(k))), zap.Error(err))
 			continue
 		}
 		j.written++

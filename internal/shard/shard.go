@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -150,9 +151,9 @@ type Shard struct {
 // Failed: operations get COORDINATOR_NOT_AVAILABLE with a message carrying the cause, and the load
 // is retried with backoff unless the log is corrupt (which needs an operator's repair), holds
 // data of a format this release does not read (statelog.ErrUnsupportedFormat,
-// ErrUnknownValueVersion: a newer release wrote it), a file-system sync failed, or the load could
-// not sync what it found (statelog.ErrNotDurable): those last two need the page cache dropped,
-// then a restart of the process.
+// record.ErrUnknownValueVersion: a newer release wrote it), a file-system sync failed, or the load
+// could not sync what it found (statelog.ErrNotDurable): those last two need the page cache
+// dropped, then a restart of the process.
 func Open(logger *zap.Logger, provider Provider, opts Options) *Shard {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -463,7 +464,7 @@ func storageFailure(err error) string {
 	switch {
 	case errors.As(err, &ce):
 		return "its state log is damaged and waits for an operator"
-	case errors.Is(err, statelog.ErrUnsupportedFormat), errors.Is(err, ErrUnknownValueVersion):
+	case errors.Is(err, statelog.ErrUnsupportedFormat), errors.Is(err, record.ErrUnknownValueVersion):
 		return "its state log holds data in a format this release does not read (written by a newer coordinatord)"
 	case errors.Is(err, statelog.ErrSyncFailed):
 		return "a file-system sync of the data directory failed" + cause + "; the server must be restarted"

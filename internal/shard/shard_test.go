@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -663,7 +664,7 @@ func TestShardColdJobYieldsBetweenChunks(t *testing.T) {
 	}
 	var got []string
 	if err := ts.log().Replay(n, func(off int64, raw []byte) error {
-		r, err := DecodeRecord(raw)
+		r, err := record.Decode(raw)
 		if err != nil {
 			return err
 		}

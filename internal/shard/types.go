@@ -1,13 +1,11 @@
 package shard
 
-// StateBatch is one range of offsets with its delivery information. LastOffset is
-// inclusive. DeliveryState is Kafka's byte: 0 available, 1 acquired, 2 acknowledged, 4 archived.
-type StateBatch struct {
-	FirstOffset   int64
-	LastOffset    int64
-	DeliveryState int8
-	DeliveryCount int16
-}
+import "github.com/coordinatord/coordinatord/internal/record"
+
+// StateBatch is one range of offsets with its delivery information, as requests, results and
+// records all carry it: the stored batch itself (record.StateBatch), so that a write's batches go
+// into its record and a record's into the state without a conversion.
+type StateBatch = record.StateBatch
 
 // InitializeRequest is one key of InitializeShareGroupState (Kafka's initializeState). StartOffset
 // -1 means "not initialized yet".
