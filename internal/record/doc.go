@@ -10,6 +10,10 @@
 // ErrMalformedRecord. The encoders append to a caller's buffer (AppendSnapshot, AppendUpdate,
 // AppendTombstone) given the key message EncodeKey returns, which is also a compact map key.
 //
+// The value types carry JSON tags: their JSON form is what coordinatord dump-log prints. A new
+// record type is added here alone: its Type, its value type, Record's field and Value, and the
+// encoder and decoders.
+//
 // # Record format
 //
 // One statelog record holds one Kafka coordinator record of __share_group_state:

@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -34,31 +35,46 @@ func (t Type) String() string {
 // LastOffset is inclusive. DeliveryState is Kafka's byte: 0 available, 1 acquired, 2 acknowledged,
 // 4 archived.
 type StateBatch struct {
-	FirstOffset   int64
-	LastOffset    int64
-	DeliveryState int8
-	DeliveryCount int16
+	FirstOffset   int64 `json:"first_offset"`
+	LastOffset    int64 `json:"last_offset"`
+	DeliveryState int8  `json:"delivery_state"`
+	DeliveryCount int16 `json:"delivery_count"`
 }
 
-// SnapshotValue is ShareSnapshotValue v0.
+// Batches is the StateBatches field of a value. It is a []StateBatch that shows as a JSON array
+// even when nil, so that a value without batches prints "state_batches":[].
+type Batches []StateBatch
+
+// MarshalJSON encodes b as a JSON array, [] when b is nil.
+func (b Batches) MarshalJSON() ([]byte, error) {
+	if b == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal([]StateBatch(b))
+}
+
+// SnapshotValue is ShareSnapshotValue v0. DeliveryCompleteCount is tagged field 0, written after
+// the batches and only when it is not -1 (unknown); it is listed before StateBatches so that the
+// JSON form shows the scalar fields first.
 type SnapshotValue struct {
-	SnapshotEpoch         int32
-	StateEpoch            int32
-	LeaderEpoch           int32
-	StartOffset           int64
-	CreateTimestamp       int64
-	WriteTimestamp        int64
-	StateBatches          []StateBatch
-	DeliveryCompleteCount int32 // tagged field 0; -1 (unknown) is not written
+	SnapshotEpoch         int32   `json:"snapshot_epoch"`
+	StateEpoch            int32   `json:"state_epoch"`
+	LeaderEpoch           int32   `json:"leader_epoch"`
+	StartOffset           int64   `json:"start_offset"`
+	CreateTimestamp       int64   `json:"create_timestamp"`
+	WriteTimestamp        int64   `json:"write_timestamp"`
+	DeliveryCompleteCount int32   `json:"delivery_complete_count"`
+	StateBatches          Batches `json:"state_batches"`
 }
 
 // UpdateValue is ShareUpdateValue v0. LeaderEpoch and StartOffset -1 mean "keep".
+// DeliveryCompleteCount is tagged field 0, as in SnapshotValue.
 type UpdateValue struct {
-	SnapshotEpoch         int32
-	LeaderEpoch           int32
-	StartOffset           int64
-	StateBatches          []StateBatch
-	DeliveryCompleteCount int32 // tagged field 0; -1 (unknown) is not written
+	SnapshotEpoch         int32   `json:"snapshot_epoch"`
+	LeaderEpoch           int32   `json:"leader_epoch"`
+	StartOffset           int64   `json:"start_offset"`
+	DeliveryCompleteCount int32   `json:"delivery_complete_count"`
+	StateBatches          Batches `json:"state_batches"`
 }
 
 // Record is one decoded record of the state log. Exactly one of Snapshot, Update or Tombstone is
@@ -69,6 +85,19 @@ type Record struct {
 	Snapshot  *SnapshotValue
 	Update    *UpdateValue
 	Tombstone bool
+}
+
+// Value returns the record's value: the *SnapshotValue or *UpdateValue its Type selects, or nil
+// (an untyped nil) for a tombstone or a record without one.
+func (r Record) Value() any {
+	switch {
+	case r.Tombstone:
+	case r.Snapshot != nil:
+		return r.Snapshot
+	case r.Update != nil:
+		return r.Update
+	}
+	return nil
 }
 
 // Decoding errors. Decode wraps them with details; test with errors.Is.
