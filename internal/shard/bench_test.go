@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
@@ -241,7 +242,7 @@ func BenchmarkShardWrites(b *testing.B) {
 			keys := make([]Key, submitters)
 			for i := range keys {
 				keys[i] = Key{GroupID: "bench", TopicID: testTopic, Partition: int32(i)}
-				if r := s.Initialize(ctx, InitializeRequest{Key: keys[i], StateEpoch: 1, StartOffset: 0}); r.Code != ErrNone {
+				if r := s.Initialize(ctx, InitializeRequest{Key: keys[i], StateEpoch: 1, StartOffset: 0}); r.Code != kafkaerr.None {
 					b.Fatal(r)
 				}
 			}
@@ -258,7 +259,7 @@ func BenchmarkShardWrites(b *testing.B) {
 					for j := next.Add(1); j <= int64(b.N); j = next.Add(1) {
 						req := WriteRequest{Key: keys[w], StateEpoch: 1, StartOffset: j, DeliveryCompleteCount: 1,
 							StateBatches: []StateBatch{{FirstOffset: j, LastOffset: j + 9, DeliveryState: 2, DeliveryCount: 1}}}
-						if r := s.Write(ctx, req); r.Code != ErrNone {
+						if r := s.Write(ctx, req); r.Code != kafkaerr.None {
 							b.Error(r)
 							return
 						}
@@ -311,7 +312,7 @@ func BenchmarkColdJobStall(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				// A key that is not a cold copy, so that the job does not find the partition quiet.
 				fresh := Key{GroupID: "fresh", TopicID: testTopic, Partition: int32(i)}
-				if r := s.Initialize(ctx, InitializeRequest{Key: fresh, StateEpoch: 1}); r.Code != ErrNone {
+				if r := s.Initialize(ctx, InitializeRequest{Key: fresh, StateEpoch: 1}); r.Code != kafkaerr.None {
 					b.Fatal(r)
 				}
 				stop := make(chan struct{})
@@ -329,7 +330,7 @@ func BenchmarkColdJobStall(b *testing.B) {
 						req := WriteRequest{Key: Key{GroupID: fmt.Sprintf("group-%d", k%50), TopicID: testTopic, Partition: int32(k)},
 							StateEpoch: 1, StartOffset: -1, StateBatches: []StateBatch{{FirstOffset: off, LastOffset: off, DeliveryState: 2, DeliveryCount: 1}}}
 						began := time.Now()
-						if res := s.Write(ctx, req); res.Code != ErrNone {
+						if res := s.Write(ctx, req); res.Code != kafkaerr.None {
 							b.Error(res)
 							return
 						}

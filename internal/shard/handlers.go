@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/record"
 )
 
@@ -21,9 +22,9 @@ import (
 // delivery count. A group id longer than a record key can hold (32767 bytes) cannot have state, so
 // Initialize rejects it and the other operations treat the key as absent.
 
-func invalid(msg string) Result { return Result{Code: ErrInvalidRequest, Message: msg} }
+func invalid(msg string) Result { return Result{Code: kafkaerr.InvalidRequest, Message: msg} }
 
-func withDefault(c ErrorCode) Result { return Result{Code: c, Message: c.DefaultMessage()} }
+func withDefault(c kafkaerr.Code) Result { return Result{Code: c, Message: c.DefaultMessage()} }
 
 // opVerb is the verb Kafka's ShareCoordinatorService puts in the message of a failed operation:
 // "Unable to <verb> share group state: <cause>".
@@ -45,7 +46,7 @@ const (
 func (m *machine) generationFailed(k Key, verb opVerb, err error) Result {
 	m.logger.Warn("cannot write the state record of a share partition; the operation is refused",
 		zap.Stringer("key", k), zap.String("operation", string(verb)), zap.Error(err))
-	return Result{Code: ErrUnknownServerError, Message: "Unable to " + string(verb) + " share group state: " + err.Error()}
+	return Result{Code: kafkaerr.UnknownServerError, Message: "Unable to " + string(verb) + " share group state: " + err.Error()}
 }
 
 const msgNegativeStartOffset = "The start offset cannot be less than -1."
@@ -112,7 +113,7 @@ func (m *machine) lookup(k Key) *entry {
 
 // write is writeState.
 func (m *machine) write(r *WriteRequest, p *pending) Result {
-	if res := CheckWrite(r); res.Code != ErrNone {
+	if res := CheckWrite(r); res.Code != kafkaerr.None {
 		return res
 	}
 	e := m.lookup(r.Key)
@@ -120,10 +121,10 @@ func (m *machine) write(r *WriteRequest, p *pending) Result {
 		return invalid(msgWriteUninitialized)
 	}
 	if e.maxLeaderEpoch > r.LeaderEpoch {
-		return withDefault(ErrFencedLeaderEpoch)
+		return withDefault(kafkaerr.FencedLeaderEpoch)
 	}
 	if e.flags&flagStateEpoch != 0 && e.maxStateEpoch > r.StateEpoch {
-		return withDefault(ErrFencedStateEpoch)
+		return withDefault(kafkaerr.FencedStateEpoch)
 	}
 	if err := m.writeShareState(p, e, r, false); err != nil {
 		return m.generationFailed(r.Key, verbWrite, err)
@@ -144,7 +145,7 @@ func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
 		return ReadResult{Result: invalid(msgReadUninitialized)}
 	}
 	if e.maxLeaderEpoch > r.LeaderEpoch {
-		return ReadResult{Result: withDefault(ErrFencedLeaderEpoch)}
+		return ReadResult{Result: withDefault(kafkaerr.FencedLeaderEpoch)}
 	}
 	res := ReadResult{StateEpoch: e.stateEpoch, StartOffset: e.startOffset, StateBatches: cloneBatches(e.batches)}
 	if e.maxLeaderEpoch == r.LeaderEpoch {
@@ -239,7 +240,7 @@ func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
 	e := m.states[mk]
 	if e != nil && e.flags&flagStateEpoch != 0 {
 		if e.maxStateEpoch > r.StateEpoch {
-			return withDefault(ErrFencedStateEpoch)
+			return withDefault(kafkaerr.FencedStateEpoch)
 		}
 		if e.maxStateEpoch == r.StateEpoch && e.startOffset == r.StartOffset {
 			return Result{} // a retried initialize (#23190)

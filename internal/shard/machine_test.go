@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/record"
 )
 
@@ -29,12 +30,12 @@ func initSharePartition(h *harness, k Key, stateEpoch int32) {
 func writeAndReplayRecord(t *testing.T, h *harness, leaderEpoch int32) {
 	t.Helper()
 	rr := h.read(testKey, leaderEpoch)
-	if rr.Code != ErrNone {
+	if rr.Code != kafkaerr.None {
 		t.Fatalf("read: %+v", rr)
 	}
 	res := h.write(WriteRequest{Key: testKey, StartOffset: 0, DeliveryCompleteCount: 0, StateEpoch: rr.StateEpoch, LeaderEpoch: leaderEpoch,
 		StateBatches: bs(sb(0, 10, 0, 1))})
-	if res.Code != ErrNone {
+	if res.Code != kafkaerr.None {
 		t.Fatalf("write: %+v", res)
 	}
 	h.records()
@@ -71,12 +72,12 @@ func TestWriteValidationAndFencing(t *testing.T) {
 		{"negative state epoch", nil, defaultWrite(0, -1), invalid(msgNegativeState)},
 		{"negative partition is checked before the epochs", nil, func() WriteRequest { r := defaultWrite(-1, -1); r.Key.Partition = -1; return r }(), invalid(msgNegativePartition)},
 		{"fenced leader epoch", func(t *testing.T, h *harness) { initSharePartition(h, testKey, 0); writeAndReplayRecord(t, h, 1) },
-			defaultWrite(0, 0), withDefault(ErrFencedLeaderEpoch)},
+			defaultWrite(0, 0), withDefault(kafkaerr.FencedLeaderEpoch)},
 		{"fenced state epoch", func(t *testing.T, h *harness) { initSharePartition(h, testKey, 1) },
 			WriteRequest{Key: testKey, StartOffset: 0, DeliveryCompleteCount: 10, StateEpoch: 0, LeaderEpoch: 5, StateBatches: bs(sb(11, 20, 0, 1))},
-			withDefault(ErrFencedStateEpoch)},
+			withDefault(kafkaerr.FencedStateEpoch)},
 		{"leader epoch fencing precedes state epoch fencing", func(t *testing.T, h *harness) { initSharePartition(h, testKey, 3); writeAndReplayRecord(t, h, 4) },
-			defaultWrite(1, 1), withDefault(ErrFencedLeaderEpoch)},
+			defaultWrite(1, 1), withDefault(kafkaerr.FencedLeaderEpoch)},
 		{"higher epochs are accepted", func(t *testing.T, h *harness) { initSharePartition(h, testKey, 1); writeAndReplayRecord(t, h, 1) },
 			defaultWrite(7, 9), Result{}},
 		// Extra validation: before the state is consulted, so even an uninitialized key gets it.
@@ -108,7 +109,7 @@ func TestWriteValidationAndFencing(t *testing.T) {
 			if got != tt.want {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
-			if tt.want.Code != ErrNone {
+			if tt.want.Code != kafkaerr.None {
 				h.noRecord()
 				if after := h.m.view(tt.req.Key); !reflect.DeepEqual(after, before) {
 					t.Fatalf("a rejected write changed the state: %+v → %+v", before, after)
@@ -123,7 +124,7 @@ func TestWriteKeepsStoredEpochs(t *testing.T) {
 	h := newHarness(t, 500)
 	initSharePartition(h, testKey, 1)
 	writeAndReplayRecord(t, h, 2)
-	if res := h.write(defaultWrite(9, 8)); res.Code != ErrNone {
+	if res := h.write(defaultWrite(9, 8)); res.Code != kafkaerr.None {
 		t.Fatal(res)
 	}
 	r := h.lastRecord()
@@ -231,11 +232,11 @@ func TestStartOffsetAndDeliveryCompleteCountRules(t *testing.T) {
 			initSharePartition(h, testKey, 5)
 			writeAndReplayRecord(t, h, 3)
 			tt.req1.Key, tt.req2.Key = testKey, testKey
-			if res := h.write(tt.req1); res.Code != ErrNone {
+			if res := h.write(tt.req1); res.Code != kafkaerr.None {
 				t.Fatal(res)
 			}
 			h.records()
-			if res := h.write(tt.req2); res.Code != ErrNone {
+			if res := h.write(tt.req2); res.Code != kafkaerr.None {
 				t.Fatal(res)
 			}
 			if r := h.lastRecord(); !reflect.DeepEqual(*r.Update, tt.wantRecord2) {
@@ -291,7 +292,7 @@ func TestReadCases(t *testing.T) {
 		h := newHarness(t, 500)
 		initSharePartition(h, testKey, 0)
 		writeAndReplayRecord(t, h, 5)
-		if got := h.read(testKey, 3); got.Result != withDefault(ErrFencedLeaderEpoch) {
+		if got := h.read(testKey, 3); got.Result != withDefault(kafkaerr.FencedLeaderEpoch) {
 			t.Fatalf("got %+v", got)
 		}
 		if v := h.m.view(testKey); v.MaxLeaderEpoch != 5 {
@@ -314,11 +315,11 @@ func TestReadCases(t *testing.T) {
 			t.Fatalf("state %+v", v)
 		}
 		// The same epoch again: no record; an older leader's write is now fenced.
-		if got := h.read(testKey, 2); got.Code != ErrNone {
+		if got := h.read(testKey, 2); got.Code != kafkaerr.None {
 			t.Fatal(got)
 		}
 		h.noRecord()
-		if got := h.write(defaultWrite(1, 0)); got != withDefault(ErrFencedLeaderEpoch) {
+		if got := h.write(defaultWrite(1, 0)); got != withDefault(kafkaerr.FencedLeaderEpoch) {
 			t.Fatalf("old leader's write: %+v", got)
 		}
 	})
@@ -336,7 +337,7 @@ func TestReadSummary(t *testing.T) {
 	}
 	// No fencing for summaries; the leader epoch reported is the state's.
 	writeAndReplayRecord(t, h, 4)
-	if got := h.m.summary(&SummaryRequest{Key: testKey, LeaderEpoch: 1}); got.Code != ErrNone || got.LeaderEpoch != 4 {
+	if got := h.m.summary(&SummaryRequest{Key: testKey, LeaderEpoch: 1}); got.Code != kafkaerr.None || got.LeaderEpoch != 4 {
 		t.Fatalf("got %+v", got)
 	}
 	k := testKey
@@ -391,7 +392,7 @@ func cadence(t *testing.T, h *harness, k Key, n int) string {
 	t.Helper()
 	var sbd strings.Builder
 	for i := 0; i < n; i++ {
-		if res := h.write(WriteRequest{Key: k, StateEpoch: 2, StartOffset: int64(i), StateBatches: bs(sb(int64(i), int64(i)+3, 0, 1))}); res.Code != ErrNone {
+		if res := h.write(WriteRequest{Key: k, StateEpoch: 2, StartOffset: int64(i), StateBatches: bs(sb(int64(i), int64(i)+3, 0, 1))}); res.Code != kafkaerr.None {
 			t.Fatal(res)
 		}
 		if h.lastRecord().Type == record.TypeSnapshot {
@@ -425,7 +426,7 @@ func TestSnapshotCadence(t *testing.T) {
 	for _, limit := range []int{200, 500, 1000} {
 		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
 			h := newHarness(t, limit)
-			if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+			if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != kafkaerr.None {
 				t.Fatal(res)
 			}
 			if h.lastRecord().Type != record.TypeSnapshot {
@@ -589,11 +590,11 @@ func TestInitialize(t *testing.T) {
 			t.Fatal(res)
 		}
 		long := Key{GroupID: strings.Repeat("g", 1<<15), TopicID: testTopic}
-		if res := h.initialize(InitializeRequest{Key: long, StateEpoch: 1}); res.Code != ErrInvalidRequest || !strings.Contains(res.Message, "longer than") {
+		if res := h.initialize(InitializeRequest{Key: long, StateEpoch: 1}); res.Code != kafkaerr.InvalidRequest || !strings.Contains(res.Message, "longer than") {
 			t.Fatal(res)
 		}
 		h.replay(record.Record{Type: record.TypeSnapshot, Key: record.Key(testKey), Snapshot: &record.SnapshotValue{StateEpoch: 5}})
-		if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 0}); res != withDefault(ErrFencedStateEpoch) {
+		if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 0}); res != withDefault(kafkaerr.FencedStateEpoch) {
 			t.Fatal(res)
 		}
 		h.noRecord()
@@ -783,7 +784,7 @@ func TestLastRedundantOffsetWithTombstones(t *testing.T) {
 	if _, ok := h.m.offsets.lastRedundant(); ok {
 		t.Fatal("offset 0 is never redundant")
 	}
-	if res := h.write(WriteRequest{Key: k1, StateEpoch: 1, StartOffset: 5}); res.Code != ErrNone { // offset 2: an update does not move it
+	if res := h.write(WriteRequest{Key: k1, StateEpoch: 1, StartOffset: 5}); res.Code != kafkaerr.None { // offset 2: an update does not move it
 		t.Fatal(res)
 	}
 	h.initialize(InitializeRequest{Key: k1, StateEpoch: 2, StartOffset: 0}) // offset 3
@@ -807,7 +808,7 @@ func TestRecordTooLarge(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	h := newHarness(t, 0) // limit 0: every write is a snapshot of the whole state
 	h.m = newMachine(zap.New(core), h.limits, h.clock.Now, 10*time.Second, 1024)
-	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != kafkaerr.None {
 		t.Fatal(res)
 	}
 	h.records()
@@ -817,7 +818,7 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 	before := h.m.view(testKey)
 	res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: many})
-	if res.Code != ErrUnknownServerError || !strings.Contains(res.Message, "exceeds the maximum record size of 1024 bytes") {
+	if res.Code != kafkaerr.UnknownServerError || !strings.Contains(res.Message, "exceeds the maximum record size of 1024 bytes") {
 		t.Fatalf("write of an oversized state: %+v", res)
 	}
 	h.noRecord()
@@ -875,7 +876,7 @@ func TestRecordTooLargeNamesTheOperation(t *testing.T) {
 			h.records()
 			h.m.maxRecord = 256
 			res := tt.op(h)
-			if res.Code != ErrUnknownServerError || !strings.HasPrefix(res.Message, tt.want) ||
+			if res.Code != kafkaerr.UnknownServerError || !strings.HasPrefix(res.Message, tt.want) ||
 				!strings.Contains(res.Message, "exceeds the maximum record size of 256 bytes") {
 				t.Fatalf("got %+v, want UNKNOWN_SERVER_ERROR with a message starting %q", res, tt.want)
 			}
@@ -893,7 +894,7 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	h := newHarness(t, 1000) // no snapshot during the test
 	h.m = newMachine(zap.New(core), h.limits, h.clock.Now, 10*time.Second, maxRecord)
-	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != kafkaerr.None {
 		t.Fatal(res)
 	}
 	var res Result
@@ -905,11 +906,11 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 			next += 2
 		}
 		start++ // every write advances the start offset, below every batch: it drops nothing
-		if res = h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: add}); res.Code != ErrNone {
+		if res = h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: add}); res.Code != kafkaerr.None {
 			break
 		}
 	}
-	if res.Code != ErrUnknownServerError || !strings.Contains(res.Message, "to shrink the state first") {
+	if res.Code != kafkaerr.UnknownServerError || !strings.Contains(res.Message, "to shrink the state first") {
 		t.Fatalf("growing write: %+v", res)
 	}
 	grown := len(h.m.view(testKey).Offset.StateBatches)
@@ -922,14 +923,14 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 	// With the limit halved (a lower record limit after a restart, say) the state is over it: a
 	// write that leaves as many batches (it re-acknowledges one as it is) still goes through.
 	h.m.maxRecord = maxRecord / 2
-	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: bs(sb(1000, 1000, 0, 1))}); r.Code != ErrNone {
+	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: bs(sb(1000, 1000, 0, 1))}); r.Code != kafkaerr.None {
 		t.Fatalf("write leaving an oversized state as large as it was: %+v", r)
 	}
-	if r := h.read(testKey, 2); r.Code != ErrNone {
+	if r := h.read(testKey, 2); r.Code != kafkaerr.None {
 		t.Fatalf("read claiming a leader epoch: %+v", r)
 	}
 	// Archiving everything written collapses the state to one batch, without moving the start.
-	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 2, StartOffset: start, StateBatches: bs(sb(1000, next, 4, 1))}); r.Code != ErrNone {
+	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 2, StartOffset: start, StateBatches: bs(sb(1000, next, 4, 1))}); r.Code != kafkaerr.None {
 		t.Fatalf("write archiving every record: %+v", r)
 	}
 	if got := len(h.m.view(testKey).Offset.StateBatches); got != 1 {
@@ -944,7 +945,7 @@ func BenchmarkWriteAtRecordLimit(b *testing.B) {
 	const maxRecord = 1 << 20
 	h := newHarness(b, 1<<30)
 	h.m = newMachine(zap.NewNop(), h.limits, h.clock.Now, 10*time.Second, maxRecord)
-	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != kafkaerr.None {
 		b.Fatal(res)
 	}
 	mk := h.m.lookup(testKey).key
@@ -956,18 +957,18 @@ func BenchmarkWriteAtRecordLimit(b *testing.B) {
 	for i := range many {
 		many[i] = sb(int64(2*i), int64(2*i), 0, 1)
 	}
-	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: many}); res.Code != ErrNone {
+	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: many}); res.Code != kafkaerr.None {
 		b.Fatal(res)
 	}
 	past := int64(2*n + 5)
-	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(past, past, 0, 1))}); res.Code != ErrUnknownServerError {
+	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(past, past, 0, 1))}); res.Code != kafkaerr.UnknownServerError {
 		b.Fatalf("a growing write at the limit: %+v, want it refused", res)
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		o := int64(2 * (i % n))
-		if res := h.m.write(&WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(o, o, 0, 1))}, &h.p); res.Code != ErrNone {
+		if res := h.m.write(&WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(o, o, 0, 1))}, &h.p); res.Code != kafkaerr.None {
 			b.Fatal(res)
 		}
 		h.p.reset(0)
@@ -1025,7 +1026,7 @@ func TestMachineLogIsSampled(t *testing.T) {
 	m := newMachine(zap.New(core), fixedLimit(500), time.Now, 0, 0)
 	var p pending
 	for i := range 1000 {
-		if r := m.delete(&DeleteRequest{Key: Key{GroupID: "g", TopicID: testTopic, Partition: int32(i)}}, &p); r.Code != ErrNone {
+		if r := m.delete(&DeleteRequest{Key: Key{GroupID: "g", TopicID: testTopic, Partition: int32(i)}}, &p); r.Code != kafkaerr.None {
 			t.Fatal(r)
 		}
 	}

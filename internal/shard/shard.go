@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
@@ -359,7 +360,7 @@ func (s *Shard) SnapshotColdPartitions(ctx context.Context) (int, error) {
 // resultError turns the failure of a control operation into an error.
 func resultError(r Result) error {
 	switch r.Code {
-	case ErrCoordinatorLoadInProgress:
+	case kafkaerr.CoordinatorLoadInProgress:
 		return fmt.Errorf("%w: %s", ErrLoading, r.Message)
 	default:
 		return fmt.Errorf("%w: %s", ErrNotAvailable, r.Message)
@@ -449,7 +450,7 @@ func (o *op) refuse(r Result) {
 }
 
 func notAvailable(msg string) Result {
-	return Result{Code: ErrCoordinatorNotAvailable, Message: msg}
+	return Result{Code: kafkaerr.CoordinatorNotAvailable, Message: msg}
 }
 
 // storageFailure says in a few words, for a client, what kind of storage failure err is, with
@@ -491,11 +492,11 @@ func (s *Shard) gate() (Result, bool) {
 		case st.State != Loading:
 			return s.gate() // it changed meanwhile
 		case st.Err != nil:
-			return Result{Code: ErrCoordinatorLoadInProgress, Message: fmt.Sprintf(
+			return Result{Code: kafkaerr.CoordinatorLoadInProgress, Message: fmt.Sprintf(
 				"The coordinator is loading: state partition %d is reloading its log after an append failed: %s.",
 				s.opts.Partition, storageFailure(st.Err))}, false
 		}
-		return withDefault(ErrCoordinatorLoadInProgress), false
+		return withDefault(kafkaerr.CoordinatorLoadInProgress), false
 	case Closed:
 		return s.closedResult(), false
 	}
@@ -537,7 +538,7 @@ func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
 		refused = notApplied(fmt.Sprintf("the shard did not accept it within the write timeout of %v", s.opts.WriteTimeout))
 	}
 	s.submitters.Done()
-	if refused.Code != ErrNone {
+	if refused.Code != kafkaerr.None {
 		return refused, false
 	}
 

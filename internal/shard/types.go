@@ -1,6 +1,9 @@
 package shard
 
-import "github.com/coordinatord/coordinatord/internal/record"
+import (
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/record"
+)
 
 // StateBatch is one range of offsets with its delivery information, as requests, results and
 // records all carry it: the stored batch itself (record.StateBatch), so that a write's batches go
@@ -46,11 +49,11 @@ type SummaryRequest struct {
 
 // Result is the per-key outcome of an operation. Message "" means none.
 type Result struct {
-	Code    ErrorCode
+	Code    kafkaerr.Code
 	Message string
 }
 
-// ReadResult is the outcome of Read; the state fields are set only when Code is ErrNone.
+// ReadResult is the outcome of Read; the state fields are set only when Code is kafkaerr.None.
 type ReadResult struct {
 	Result
 	StateEpoch   int32
@@ -59,7 +62,7 @@ type ReadResult struct {
 }
 
 // SummaryResult is the outcome of ReadSummary; the state fields are set only when Code is
-// ErrNone (an absent key reports the sentinels StateEpoch 0, LeaderEpoch 0, StartOffset -1,
+// kafkaerr.None (an absent key reports the sentinels StateEpoch 0, LeaderEpoch 0, StartOffset -1,
 // DeliveryCompleteCount -1).
 type SummaryResult struct {
 	Result
