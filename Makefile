@@ -140,6 +140,6 @@ fuzz-long:
 	$(GO) test -run '^$$' -fuzz '^FuzzLenientUnmarshal$$' -fuzztime $(FUZZ_EXECS) ./internal/service
 	$(GO) test -run '^$$' -fuzz '^FuzzRequestValidation$$' -fuzztime $(FUZZ_EXECS) ./internal/service
 	$(GO) test -run '^$$' -fuzz '^FuzzStateHandlers$$' -fuzztime $(FUZZ_EXECS) ./internal/service
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZ_EXECS) ./internal/shard
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecord$$' -fuzztime $(FUZZ_EXECS) ./internal/record
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenReplay$$' -fuzztime $(FUZZ_EXECS) ./internal/statelog
 	$(GO) test -run '^$$' -fuzz '^FuzzRepairDryRun$$' -fuzztime $(FUZZ_EXECS) ./internal/statelog

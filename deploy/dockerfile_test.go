@@ -261,7 +261,7 @@ func TestDockerignore(t *testing.T) {
 		{"go.sum", false},
 		{"cmd/coordinatord/main.go", false},
 		{"internal/statelog/log.go", false},
-		{"internal/shard/testdata/fuzz/FuzzDecodeRecord/seed", false},
+		{"internal/record/testdata/fuzz/FuzzDecodeRecord/seed", false},
 		{"proto/sharecoord/v1/sharecoord.pb.go", false},
 		{".git/config", true},
 		{"bin/coordinatord", true},

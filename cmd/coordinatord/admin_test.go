@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
@@ -90,7 +91,7 @@ func TestReadyzExcludeFailedFollowsGRPCHealth(t *testing.T) {
 		t.Fatalf("/readyz once gRPC health serves: %d %q, want 200", code, body)
 	}
 	key := shard.Key{GroupID: "g", Partition: 0}
-	if r := reloading.Initialize(ctx, shard.InitializeRequest{Key: key, StateEpoch: 1}); r.Code != shard.ErrNone {
+	if r := reloading.Initialize(ctx, shard.InitializeRequest{Key: key, StateEpoch: 1}); r.Code != kafkaerr.None {
 		t.Fatal(r)
 	}
 	// Two failed appends in a row: the second reload waits for its backoff in Loading.

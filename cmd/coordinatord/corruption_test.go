@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
@@ -25,7 +26,7 @@ import (
 // statePartitionOf returns the state partition, out of n, that group's key (topicA, partition 0)
 // routes to.
 func statePartitionOf(group string, n int) int {
-	id, err := shard.ParseTopicID(topicA)
+	id, err := record.ParseTopicID(topicA)
 	if err != nil {
 		panic(err)
 	}

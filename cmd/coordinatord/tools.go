@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
@@ -61,42 +62,8 @@ type dumpRecord struct {
 	Group          string `json:"group,omitempty"`
 	TopicID        string `json:"topic_id,omitempty"`
 	Partition      *int32 `json:"partition,omitempty"`
-	Value          any    `json:"value,omitempty"`
+	Value          any    `json:"value,omitempty"` // record.Record.Value, in its JSON form; nil for a tombstone
 	Error          string `json:"error,omitempty"`
-}
-
-type dumpBatch struct {
-	FirstOffset   int64 `json:"first_offset"`
-	LastOffset    int64 `json:"last_offset"`
-	DeliveryState int8  `json:"delivery_state"`
-	DeliveryCount int16 `json:"delivery_count"`
-}
-
-type dumpSnapshot struct {
-	SnapshotEpoch         int32       `json:"snapshot_epoch"`
-	StateEpoch            int32       `json:"state_epoch"`
-	LeaderEpoch           int32       `json:"leader_epoch"`
-	StartOffset           int64       `json:"start_offset"`
-	CreateTimestamp       int64       `json:"create_timestamp"`
-	WriteTimestamp        int64       `json:"write_timestamp"`
-	DeliveryCompleteCount int32       `json:"delivery_complete_count"`
-	StateBatches          []dumpBatch `json:"state_batches"`
-}
-
-type dumpUpdate struct {
-	SnapshotEpoch         int32       `json:"snapshot_epoch"`
-	LeaderEpoch           int32       `json:"leader_epoch"`
-	StartOffset           int64       `json:"start_offset"`
-	DeliveryCompleteCount int32       `json:"delivery_complete_count"`
-	StateBatches          []dumpBatch `json:"state_batches"`
-}
-
-func dumpBatches(in []shard.StateBatch) []dumpBatch {
-	out := make([]dumpBatch, len(in))
-	for i, b := range in {
-		out[i] = dumpBatch{b.FirstOffset, b.LastOffset, b.DeliveryState, b.DeliveryCount}
-	}
-	return out
 }
 
 // dumpLog prints every record under path, reading each log once. Records that do not decode are
@@ -206,10 +173,10 @@ func noLog(path, what string) error {
 
 func decodeForDump(offset int64, b []byte) dumpRecord {
 	line := dumpRecord{Offset: offset}
-	r, err := shard.DecodeRecord(b)
+	r, err := record.Decode(b)
 	if err != nil {
 		line.Type = "unknown"
-		if errors.Is(err, shard.ErrUnknownRecordType) {
+		if errors.Is(err, record.ErrUnknownRecordType) {
 			line.Type = r.Type.String()
 		}
 		line.Error = err.Error()
@@ -218,19 +185,11 @@ func decodeForDump(offset int64, b []byte) dumpRecord {
 	line.Group = r.Key.GroupID
 	line.TopicID = r.Key.TopicID.String()
 	line.Partition = &r.Key.Partition
-	switch {
-	case r.Tombstone:
+	line.Type = r.Type.String()
+	if r.Tombstone {
 		line.Type = "tombstone"
-	case r.Snapshot != nil:
-		line.Type = "snapshot"
-		v := r.Snapshot
-		line.Value = dumpSnapshot{v.SnapshotEpoch, v.StateEpoch, v.LeaderEpoch, v.StartOffset,
-			v.CreateTimestamp, v.WriteTimestamp, v.DeliveryCompleteCount, dumpBatches(v.StateBatches)}
-	case r.Update != nil:
-		line.Type = "update"
-		v := r.Update
-		line.Value = dumpUpdate{v.SnapshotEpoch, v.LeaderEpoch, v.StartOffset, v.DeliveryCompleteCount, dumpBatches(v.StateBatches)}
 	}
+	line.Value = r.Value()
 	return line
 }
 

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 // AlterConfig is one change of an IncrementalAlterConfigs resource.
@@ -31,22 +33,22 @@ type AlterResource struct {
 type AlterResult struct {
 	Type         ResourceType
 	Name         string
-	ErrorCode    ErrorCode
-	ErrorMessage string // "" when ErrorCode is ErrNone
+	ErrorCode    kafkaerr.Code
+	ErrorMessage string // "" when ErrorCode is kafkaerr.None
 }
 
 // alterError is a refused resource.
 type alterError struct {
-	code ErrorCode
+	code kafkaerr.Code
 	msg  string
 }
 
 func invalidConfig(format string, args ...any) *alterError {
-	return &alterError{code: ErrInvalidConfig, msg: fmt.Sprintf(format, args...)}
+	return &alterError{code: kafkaerr.InvalidConfig, msg: fmt.Sprintf(format, args...)}
 }
 
 func invalidRequest(format string, args ...any) *alterError {
-	return &alterError{code: ErrInvalidRequest, msg: fmt.Sprintf(format, args...)}
+	return &alterError{code: kafkaerr.InvalidRequest, msg: fmt.Sprintf(format, args...)}
 }
 
 // maxGroupIDBytes is the longest group id a share group can have, as the state RPCs allow: Kafka
@@ -100,7 +102,7 @@ func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnl
 		var err *alterError
 		switch {
 		case m.closed:
-			err = &alterError{code: ErrUnknownServerError, msg: "the config manager is closed (coordinatord is shutting down)"}
+			err = &alterError{code: kafkaerr.UnknownServerError, msg: "the config manager is closed (coordinatord is shutting down)"}
 		case seen[m.resourceID(r.Type, r.Name)] > 1 && r.Type == ResourceBroker && len(spellings[m.resourceID(r.Type, r.Name)]) > 1:
 			err = invalidRequest("BROKER resources \"\" and %q both name this node, and the request names it more than once; "+
 				"send its changes as one resource", strconv.Itoa(int(m.nodeID)))
@@ -139,7 +141,7 @@ func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnl
 	if err := m.store.write(&next); err != nil {
 		m.logger.Error("config change not applied: the config store could not make it durable", zap.Error(err))
 		for _, i := range accepted {
-			results[i].ErrorCode = ErrUnknownServerError
+			results[i].ErrorCode = kafkaerr.UnknownServerError
 			results[i].ErrorMessage = notDurable(err)
 		}
 		return results

@@ -3,6 +3,8 @@ package groupcfg
 import (
 	"fmt"
 	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 // BenchmarkSnapshotLimitLookup measures the Provider lookup the shards make for every record
@@ -17,7 +19,7 @@ func BenchmarkSnapshotLimitLookup(b *testing.B) {
 			resources[i] = groupRes(ids[i], set(keyGroupSnapshotLimit, "300"))
 		}
 		for _, res := range f.m.IncrementalAlterConfigs(resources, false) {
-			if res.ErrorCode != ErrNone {
+			if res.ErrorCode != kafkaerr.None {
 				b.Fatal(res.ErrorMessage)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 // TestLookupsDuringAlters runs Provider lookups, Broker, Effective and DescribeConfigs on several
@@ -59,7 +61,7 @@ func TestLookupsDuringAlters(t *testing.T) {
 			groupRes(fmt.Sprintf("churn-%d", i%5), set(keyRenewAcknowledge, fmt.Sprint(i%2 == 0))),
 		}, false)
 		for _, res := range results {
-			if res.ErrorCode != ErrNone {
+			if res.ErrorCode != kafkaerr.None {
 				t.Errorf("alter %d: %+v", i, res)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 func TestDefinitionsAreConsistent(t *testing.T) {
@@ -191,12 +193,12 @@ func TestEveryGroupKeyBounds(t *testing.T) {
 			t.Run(d.Name+"="+c.value, func(t *testing.T) {
 				res := f.m.IncrementalAlterConfigs([]AlterResource{groupRes("g", set(d.Name, c.value))}, true)[0]
 				if c.ok {
-					if res.ErrorCode != ErrNone {
+					if res.ErrorCode != kafkaerr.None {
 						t.Fatalf("refused: %s %s", res.ErrorCode, res.ErrorMessage)
 					}
 					return
 				}
-				if res.ErrorCode != ErrInvalidConfig {
+				if res.ErrorCode != kafkaerr.InvalidConfig {
 					t.Fatalf("got %s %q, want INVALID_CONFIG", res.ErrorCode, res.ErrorMessage)
 				}
 				for _, s := range c.mustIn {

@@ -1,5 +1,7 @@
 package groupcfg
 
+import "github.com/coordinatord/coordinatord/internal/kafkaerr"
+
 // DescribeResource asks for the configs of one resource.
 type DescribeResource struct {
 	Type ResourceType
@@ -11,7 +13,7 @@ type DescribeResource struct {
 type DescribeResult struct {
 	Type         ResourceType
 	Name         string
-	ErrorCode    ErrorCode
+	ErrorCode    kafkaerr.Code
 	ErrorMessage string
 	Configs      []DescribedConfig
 }

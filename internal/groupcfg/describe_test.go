@@ -3,6 +3,8 @@ package groupcfg
 import (
 	"reflect"
 	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 func TestDescribeGroup(t *testing.T) {
@@ -71,7 +73,7 @@ func TestDescribeGroup(t *testing.T) {
 
 	// Without flags: no synonyms, no documentation; all non-internal group keys in table order.
 	res := f.m.DescribeConfigs([]DescribeResource{{Type: ResourceGroup, Name: "g"}}, false, false)
-	if res[0].ErrorCode != ErrNone || len(res[0].Configs) != len(f.m.sch.group) {
+	if res[0].ErrorCode != kafkaerr.None || len(res[0].Configs) != len(f.m.sch.group) {
 		t.Fatalf("describe all: %+v", res[0])
 	}
 	for i, c := range res[0].Configs {
@@ -100,7 +102,7 @@ func TestDescribeBroker(t *testing.T) {
 			{Name: keyPruneIntervalMs, Value: "300000", Source: SourceDefaultConfig},
 		}},
 	}
-	if res.ErrorCode != ErrNone || !reflect.DeepEqual(res.Configs, want) {
+	if res.ErrorCode != kafkaerr.None || !reflect.DeepEqual(res.Configs, want) {
 		t.Fatalf("got  %+v\nwant %+v", res.Configs, want)
 	}
 
@@ -125,8 +127,8 @@ func TestDescribeErrors(t *testing.T) {
 		{Type: 9, Name: "x"},
 		{Type: ResourceGroup, Name: "g", Keys: []string{keyWriteTimeoutMs}},
 	}, false, false)
-	for i, code := range []ErrorCode{ErrInvalidRequest, ErrInvalidRequest, ErrInvalidRequest, ErrInvalidRequest, ErrNone} {
-		if res[i].ErrorCode != code || (code != ErrNone && res[i].ErrorMessage == "") {
+	for i, code := range []kafkaerr.Code{kafkaerr.InvalidRequest, kafkaerr.InvalidRequest, kafkaerr.InvalidRequest, kafkaerr.InvalidRequest, kafkaerr.None} {
+		if res[i].ErrorCode != code || (code != kafkaerr.None && res[i].ErrorMessage == "") {
 			t.Errorf("resource %d: %+v, want %s", i, res[i], code)
 		}
 	}

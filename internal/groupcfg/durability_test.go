@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 const crashChildEnv = "GROUPCFG_CRASH_CHILD_DIR"
@@ -65,7 +67,7 @@ func runCrashChild(dir string) int {
 	}
 	for i := start + 1; ; i++ {
 		for _, res := range m.IncrementalAlterConfigs(generationUpdate(i), false) {
-			if res.ErrorCode != ErrNone {
+			if res.ErrorCode != kafkaerr.None {
 				fmt.Println("error", res.ErrorMessage)
 				return 1
 			}
@@ -148,13 +150,13 @@ func TestCrashAtEveryStep(t *testing.T) {
 			t.Fatalf("open: %v", err)
 		}
 		for _, res := range f.m.IncrementalAlterConfigs(generationUpdate(1), false) {
-			if res.ErrorCode != ErrNone {
+			if res.ErrorCode != kafkaerr.None {
 				t.Fatalf("first update: %s", res.ErrorMessage)
 			}
 		}
 		fsys.failFrom(step, true)
 		results := f.m.IncrementalAlterConfigs(generationUpdate(2), false)
-		acked := results[0].ErrorCode == ErrNone && results[1].ErrorCode == ErrNone
+		acked := results[0].ErrorCode == kafkaerr.None && results[1].ErrorCode == kafkaerr.None
 		if results[0].ErrorCode != results[1].ErrorCode {
 			t.Fatalf("step %d: one request, different outcomes: %+v", step, results)
 		}
@@ -221,7 +223,7 @@ func TestStoreFailures(t *testing.T) {
 			fsys.failOps = map[string]error{tc.op: fmt.Errorf("%s: %w", tc.op, syscall.ENOSPC)}
 			fsys.mu.Unlock()
 			res := f.alter(groupRes("g", set(keyDeliveryCountLimit, "7")))
-			if res.ErrorCode != ErrUnknownServerError || !strings.Contains(res.ErrorMessage, "no space left on device") ||
+			if res.ErrorCode != kafkaerr.UnknownServerError || !strings.Contains(res.ErrorMessage, "no space left on device") ||
 				strings.Contains(res.ErrorMessage, "/data") {
 				t.Fatalf("alter with failing %s: %+v, want the cause without the store's path", tc.op, res)
 			}
@@ -231,9 +233,9 @@ func TestStoreFailures(t *testing.T) {
 			fsys.revive()
 			res = f.alter(groupRes("g", set(keyDeliveryCountLimit, "8")))
 			switch {
-			case tc.sticky && (res.ErrorCode != ErrUnknownServerError || !strings.Contains(res.ErrorMessage, "restart")):
+			case tc.sticky && (res.ErrorCode != kafkaerr.UnknownServerError || !strings.Contains(res.ErrorMessage, "restart")):
 				t.Fatalf("after a failed %s the store must refuse changes until a restart: %+v", tc.op, res)
-			case !tc.sticky && res.ErrorCode != ErrNone:
+			case !tc.sticky && res.ErrorCode != kafkaerr.None:
 				t.Fatalf("after a failed %s the next change should work: %+v", tc.op, res)
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 // FuzzDecodeStore: any bytes either decode, and then re-encode to an equal state, or give a
@@ -64,8 +66,8 @@ func FuzzGroupAlter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, group, key, val string, op uint8) {
 		res := fx.m.IncrementalAlterConfigs([]AlterResource{groupRes(group, AlterConfig{Name: key, Op: Operation(op), Value: &val})}, true)[0]
 		switch res.ErrorCode {
-		case ErrNone:
-		case ErrInvalidConfig, ErrInvalidRequest:
+		case kafkaerr.None:
+		case kafkaerr.InvalidConfig, kafkaerr.InvalidRequest:
 			if res.ErrorMessage == "" || strings.ContainsAny(res.ErrorMessage, "\n\r") {
 				t.Fatalf("message is not one line: %q", res.ErrorMessage)
 			}

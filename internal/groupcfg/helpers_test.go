@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 func TestMain(m *testing.M) {
@@ -114,7 +116,7 @@ func (f *fixture) alter(r AlterResource) AlterResult {
 // mustAlter applies one resource and fails the test unless it succeeds.
 func (f *fixture) mustAlter(t testing.TB, r AlterResource) {
 	t.Helper()
-	if res := f.alter(r); res.ErrorCode != ErrNone {
+	if res := f.alter(r); res.ErrorCode != kafkaerr.None {
 		t.Fatalf("alter %s %q: %s %s", r.Type, r.Name, res.ErrorCode, res.ErrorMessage)
 	}
 }
@@ -123,7 +125,7 @@ func (f *fixture) mustAlter(t testing.TB, r AlterResource) {
 func (f *fixture) describeGroupKey(t testing.TB, group, key string) DescribedConfig {
 	t.Helper()
 	res := f.m.DescribeConfigs([]DescribeResource{{Type: ResourceGroup, Name: group, Keys: []string{key}}}, true, true)
-	if res[0].ErrorCode != ErrNone || len(res[0].Configs) != 1 {
+	if res[0].ErrorCode != kafkaerr.None || len(res[0].Configs) != 1 {
 		t.Fatalf("describe %s %s: %+v", group, key, res[0])
 	}
 	return res[0].Configs[0]

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 // TestGroupSnapshotOverride is the snapshot-frequency proposal's group-level test: an override
@@ -30,11 +32,11 @@ func TestGroupSnapshotOverride(t *testing.T) {
 	} {
 		res := f.alter(groupRes("g", set(keyGroupSnapshotLimit, tc.value)))
 		switch {
-		case tc.ok && res.ErrorCode != ErrNone:
+		case tc.ok && res.ErrorCode != kafkaerr.None:
 			t.Errorf("%s refused: %s", tc.value, res.ErrorMessage)
 		case tc.ok && f.m.SnapshotUpdateRecordsPerSnapshot("g") != int(mustAtoi(t, tc.value)):
 			t.Errorf("%s accepted but the group's limit is %d", tc.value, f.m.SnapshotUpdateRecordsPerSnapshot("g"))
-		case !tc.ok && (res.ErrorCode != ErrInvalidConfig || !strings.HasPrefix(res.ErrorMessage, tc.want)):
+		case !tc.ok && (res.ErrorCode != kafkaerr.InvalidConfig || !strings.HasPrefix(res.ErrorMessage, tc.want)):
 			t.Errorf("%s: %s %q, want INVALID_CONFIG %q", tc.value, res.ErrorCode, res.ErrorMessage, tc.want)
 		}
 	}
@@ -42,7 +44,7 @@ func TestGroupSnapshotOverride(t *testing.T) {
 	// The ceiling raised at run time: the bound named in the message follows it.
 	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "800")))
 	res := f.alter(groupRes("g", set(keyGroupSnapshotLimit, "900")))
-	if res.ErrorCode != ErrInvalidConfig || !strings.Contains(res.ErrorMessage, "[200, 800]") ||
+	if res.ErrorCode != kafkaerr.InvalidConfig || !strings.Contains(res.ErrorMessage, "[200, 800]") ||
 		!strings.Contains(res.ErrorMessage, "share.coordinator.snapshot.update.records.per.snapshot=800 (DYNAMIC_BROKER_CONFIG)") {
 		t.Fatalf("900 over a dynamic ceiling of 800: %+v", res)
 	}
@@ -179,7 +181,7 @@ func TestKIP1240RestartSequence(t *testing.T) {
 	// The clamped override does not block other changes to the group (it is not re-validated),
 	// and a new value is validated against the bounds now in force.
 	r.mustAlter(t, groupRes("g", set(keyAutoOffsetReset, "earliest")))
-	if res := r.alter(groupRes("g", set(keyDeliveryCountLimit, "9"))); res.ErrorCode != ErrInvalidConfig ||
+	if res := r.alter(groupRes("g", set(keyDeliveryCountLimit, "9"))); res.ErrorCode != kafkaerr.InvalidConfig ||
 		!strings.Contains(res.ErrorMessage, "[2, 6]") || !strings.Contains(res.ErrorMessage, "group.share.max.delivery.count.limit=6 (STATIC_BROKER_CONFIG)") {
 		t.Fatalf("setting 9 again under a max of 6: %+v", res)
 	}
@@ -210,7 +212,7 @@ func TestResourceAtomicity(t *testing.T) {
 		groupRes("b", set(keyDeliveryCountLimit, "8")),
 		groupRes("c", set(keyDeliveryCountLimit, "4"), set("share.no.such.config", "1")),
 	}, false)
-	if results[0].ErrorCode != ErrInvalidConfig || results[1].ErrorCode != ErrNone || results[2].ErrorCode != ErrInvalidConfig {
+	if results[0].ErrorCode != kafkaerr.InvalidConfig || results[1].ErrorCode != kafkaerr.None || results[2].ErrorCode != kafkaerr.InvalidConfig {
 		t.Fatalf("results: %+v", results)
 	}
 	if got := f.m.groupInt("a", keyDeliveryCountLimit); got != 5 {
@@ -261,30 +263,30 @@ func TestAlterRequestErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		res  AlterResource
-		code ErrorCode
+		code kafkaerr.Code
 		want string
 	}{
-		{"topic", AlterResource{Type: ResourceTopic, Name: "orders"}, ErrInvalidRequest, "TOPIC resources are not supported by coordinatord"},
-		{"unspecified type", AlterResource{Type: 0, Name: "x"}, ErrInvalidRequest, "resource type 0 is not supported"},
-		{"empty group", groupRes("", set(keyDeliveryCountLimit, "4")), ErrInvalidRequest, "needs a group id"},
-		{"other broker", AlterResource{Type: ResourceBroker, Name: "2", Configs: []AlterConfig{set(keySnapshotCeiling, "600")}}, ErrInvalidRequest, "BROKER resource 2 is not this node"},
-		{"broker name not a number", AlterResource{Type: ResourceBroker, Name: "one"}, ErrInvalidRequest, "is not this node"},
-		{"unspecified op", groupRes("g", AlterConfig{Name: keyDeliveryCountLimit, Value: ptr("4")}), ErrInvalidConfig, "config operation 0"},
-		{"set without value", groupRes("g", AlterConfig{Name: keyDeliveryCountLimit, Op: OpSet}), ErrInvalidRequest, "SET of share.delivery.count.limit needs a value"},
-		{"group id not UTF-8", groupRes("g\xff", set(keyDeliveryCountLimit, "4")), ErrInvalidRequest, "not valid UTF-8"},
-		{"value not UTF-8", groupRes("g", set(keyDeadLetterTopicName, "dlq\xfe")), ErrInvalidRequest, "must be valid UTF-8"},
-		{"duplicate config", groupRes("g", set(keyDeliveryCountLimit, "4"), set(keyDeliveryCountLimit, "5")), ErrInvalidRequest, "appears more than once"},
-		{"unknown group config", groupRes("g", set("share.foo", "1")), ErrInvalidConfig, "unknown group config share.foo"},
-		{"broker key on group", groupRes("g", set(keyBrokerDeliveryCountLimit, "4")), ErrInvalidConfig, "group.share.delivery.count.limit is a broker config, not a group config; set it in the properties file"},
-		{"append on int group key", groupRes("g", AlterConfig{Name: keyDeliveryCountLimit, Op: OpAppend, Value: ptr("4")}), ErrInvalidConfig, "APPEND applies to LIST configs only and share.delivery.count.limit has type INT; use SET"},
-		{"subtract on bool group key", groupRes("g", AlterConfig{Name: keyRenewAcknowledge, Op: OpSubtract, Value: ptr("true")}), ErrInvalidConfig, "SUBTRACT applies to LIST configs only"},
-		{"append on broker key", brokerRes(AlterConfig{Name: keySnapshotCeiling, Op: OpAppend, Value: ptr("4")}), ErrInvalidConfig, "APPEND applies to LIST configs only"},
-		{"static broker key", brokerRes(set(keyWriteTimeoutMs, "100")), ErrInvalidConfig, "share.coordinator.write.timeout.ms cannot be updated dynamically; set it in the properties file, environment or --override and restart"},
-		{"group key on broker", brokerRes(set(keyGroupSnapshotLimit, "300")), ErrInvalidConfig, "is a group config, not a broker config; alter it on a GROUP resource"},
-		{"unknown broker key", brokerRes(set("share.coordinator.nope", "1")), ErrInvalidConfig, "unknown broker config share.coordinator.nope"},
-		{"ceiling below floor", brokerRes(set(keySnapshotCeiling, "0")), ErrInvalidConfig, "share.coordinator.snapshot.update.records.per.snapshot=0 is out of range [200, 1000]: values below 200 are no longer supported; set a value in [200, 1000]"},
-		{"ceiling above max", brokerRes(set(keySnapshotCeiling, "1001")), ErrInvalidConfig, "=1001 is out of range [200, 1000]"},
-		{"ceiling not a number", brokerRes(set(keySnapshotCeiling, "lots")), ErrInvalidConfig, "=lots is not a valid INT: set a whole number in [200, 1000]"},
+		{"topic", AlterResource{Type: ResourceTopic, Name: "orders"}, kafkaerr.InvalidRequest, "TOPIC resources are not supported by coordinatord"},
+		{"unspecified type", AlterResource{Type: 0, Name: "x"}, kafkaerr.InvalidRequest, "resource type 0 is not supported"},
+		{"empty group", groupRes("", set(keyDeliveryCountLimit, "4")), kafkaerr.InvalidRequest, "needs a group id"},
+		{"other broker", AlterResource{Type: ResourceBroker, Name: "2", Configs: []AlterConfig{set(keySnapshotCeiling, "600")}}, kafkaerr.InvalidRequest, "BROKER resource 2 is not this node"},
+		{"broker name not a number", AlterResource{Type: ResourceBroker, Name: "one"}, kafkaerr.InvalidRequest, "is not this node"},
+		{"unspecified op", groupRes("g", AlterConfig{Name: keyDeliveryCountLimit, Value: ptr("4")}), kafkaerr.InvalidConfig, "config operation 0"},
+		{"set without value", groupRes("g", AlterConfig{Name: keyDeliveryCountLimit, Op: OpSet}), kafkaerr.InvalidRequest, "SET of share.delivery.count.limit needs a value"},
+		{"group id not UTF-8", groupRes("g\xff", set(keyDeliveryCountLimit, "4")), kafkaerr.InvalidRequest, "not valid UTF-8"},
+		{"value not UTF-8", groupRes("g", set(keyDeadLetterTopicName, "dlq\xfe")), kafkaerr.InvalidRequest, "must be valid UTF-8"},
+		{"duplicate config", groupRes("g", set(keyDeliveryCountLimit, "4"), set(keyDeliveryCountLimit, "5")), kafkaerr.InvalidRequest, "appears more than once"},
+		{"unknown group config", groupRes("g", set("share.foo", "1")), kafkaerr.InvalidConfig, "unknown group config share.foo"},
+		{"broker key on group", groupRes("g", set(keyBrokerDeliveryCountLimit, "4")), kafkaerr.InvalidConfig, "group.share.delivery.count.limit is a broker config, not a group config; set it in the properties file"},
+		{"append on int group key", groupRes("g", AlterConfig{Name: keyDeliveryCountLimit, Op: OpAppend, Value: ptr("4")}), kafkaerr.InvalidConfig, "APPEND applies to LIST configs only and share.delivery.count.limit has type INT; use SET"},
+		{"subtract on bool group key", groupRes("g", AlterConfig{Name: keyRenewAcknowledge, Op: OpSubtract, Value: ptr("true")}), kafkaerr.InvalidConfig, "SUBTRACT applies to LIST configs only"},
+		{"append on broker key", brokerRes(AlterConfig{Name: keySnapshotCeiling, Op: OpAppend, Value: ptr("4")}), kafkaerr.InvalidConfig, "APPEND applies to LIST configs only"},
+		{"static broker key", brokerRes(set(keyWriteTimeoutMs, "100")), kafkaerr.InvalidConfig, "share.coordinator.write.timeout.ms cannot be updated dynamically; set it in the properties file, environment or --override and restart"},
+		{"group key on broker", brokerRes(set(keyGroupSnapshotLimit, "300")), kafkaerr.InvalidConfig, "is a group config, not a broker config; alter it on a GROUP resource"},
+		{"unknown broker key", brokerRes(set("share.coordinator.nope", "1")), kafkaerr.InvalidConfig, "unknown broker config share.coordinator.nope"},
+		{"ceiling below floor", brokerRes(set(keySnapshotCeiling, "0")), kafkaerr.InvalidConfig, "share.coordinator.snapshot.update.records.per.snapshot=0 is out of range [200, 1000]: values below 200 are no longer supported; set a value in [200, 1000]"},
+		{"ceiling above max", brokerRes(set(keySnapshotCeiling, "1001")), kafkaerr.InvalidConfig, "=1001 is out of range [200, 1000]"},
+		{"ceiling not a number", brokerRes(set(keySnapshotCeiling, "lots")), kafkaerr.InvalidConfig, "=lots is not a valid INT: set a whole number in [200, 1000]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := f.alter(tc.res)
@@ -307,7 +309,7 @@ func TestAlterRequestErrors(t *testing.T) {
 		brokerRes(set(keySnapshotCeiling, "800")),
 	}, false)
 	for _, r := range results {
-		if r.ErrorCode != ErrInvalidRequest || !strings.Contains(r.ErrorMessage, `BROKER resources "" and "1" both name this node`) {
+		if r.ErrorCode != kafkaerr.InvalidRequest || !strings.Contains(r.ErrorMessage, `BROKER resources "" and "1" both name this node`) {
 			t.Fatalf("duplicate resource: %+v", results)
 		}
 	}
@@ -315,7 +317,7 @@ func TestAlterRequestErrors(t *testing.T) {
 	for _, name := range []string{"", "7"} {
 		results = f.m.IncrementalAlterConfigs([]AlterResource{{Type: ResourceBroker, Name: name}, {Type: ResourceBroker, Name: name}}, true)
 		for _, r := range results {
-			if r.ErrorCode != ErrInvalidRequest || !strings.Contains(r.ErrorMessage, "appears more than once") || strings.Contains(r.ErrorMessage, "both name") {
+			if r.ErrorCode != kafkaerr.InvalidRequest || !strings.Contains(r.ErrorMessage, "appears more than once") || strings.Contains(r.ErrorMessage, "both name") {
 				t.Fatalf("BROKER %q twice: %+v", name, results)
 			}
 		}
@@ -327,12 +329,12 @@ func TestAlterRequestErrors(t *testing.T) {
 func TestSessionHeartbeatRelation(t *testing.T) {
 	f := openFixture(t, t.TempDir(), staticOf(t, keyBrokerMaxHeartbeatInterval+"=50000", keyBrokerMinSessionTimeout+"=10000"))
 	res := f.alter(groupRes("g", set(keyHeartbeatInterval, "46000")))
-	if res.ErrorCode != ErrInvalidConfig || res.ErrorMessage != "share.session.timeout.ms=45000 (inherited) must be greater than share.heartbeat.interval.ms=46000; raise share.session.timeout.ms or lower share.heartbeat.interval.ms" {
+	if res.ErrorCode != kafkaerr.InvalidConfig || res.ErrorMessage != "share.session.timeout.ms=45000 (inherited) must be greater than share.heartbeat.interval.ms=46000; raise share.session.timeout.ms or lower share.heartbeat.interval.ms" {
 		t.Fatalf("heartbeat above the inherited session: %+v", res)
 	}
 	f.mustAlter(t, groupRes("g", set(keyHeartbeatInterval, "46000"), set(keySessionTimeout, "50000")))
 	res = f.alter(groupRes("g", set(keySessionTimeout, "46000")))
-	if res.ErrorCode != ErrInvalidConfig || !strings.Contains(res.ErrorMessage, "share.session.timeout.ms=46000 must be greater than share.heartbeat.interval.ms=46000;") {
+	if res.ErrorCode != kafkaerr.InvalidConfig || !strings.Contains(res.ErrorMessage, "share.session.timeout.ms=46000 must be greater than share.heartbeat.interval.ms=46000;") {
 		t.Fatalf("session equal to the stored heartbeat: %+v", res)
 	}
 	// Unrelated keys are not blocked by the relation.
@@ -383,7 +385,7 @@ func TestCloseStopsChanges(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	res := f.alter(groupRes("g", set(keyDeliveryCountLimit, "8")))
-	if res.ErrorCode != ErrUnknownServerError || !strings.Contains(res.ErrorMessage, "closed") {
+	if res.ErrorCode != kafkaerr.UnknownServerError || !strings.Contains(res.ErrorMessage, "closed") {
 		t.Fatalf("alter after Close: %+v", res)
 	}
 	if f.m.groupInt("g", keyDeliveryCountLimit) != 7 {
@@ -571,7 +573,7 @@ func TestOverlongGroupName(t *testing.T) {
 	dir := t.TempDir()
 	long := strings.Repeat("g", maxGroupIDBytes+1)
 	f := openFixture(t, dir, staticOf(t))
-	if res := f.alter(groupRes(long, set(keyDeliveryCountLimit, "4"))); res.ErrorCode != ErrInvalidRequest ||
+	if res := f.alter(groupRes(long, set(keyDeliveryCountLimit, "4"))); res.ErrorCode != kafkaerr.InvalidRequest ||
 		!strings.Contains(res.ErrorMessage, "a group id has at most 32767 bytes") {
 		t.Fatalf("alter of an overlong group: %s %q", res.ErrorCode, res.ErrorMessage)
 	}
@@ -582,10 +584,10 @@ func TestOverlongGroupName(t *testing.T) {
 	rewriteStore(t, dir, func(st *storeState) { st.Groups[long] = map[string]string{keyDeliveryCountLimit: "6"} })
 	r := openFixture(t, dir, staticOf(t))
 	d := r.m.DescribeConfigs([]DescribeResource{{Type: ResourceGroup, Name: long, Keys: []string{keyDeliveryCountLimit}}}, false, false)
-	if d[0].ErrorCode != ErrNone || len(d[0].Configs) != 1 || d[0].Configs[0].Value != "6" {
+	if d[0].ErrorCode != kafkaerr.None || len(d[0].Configs) != 1 || d[0].Configs[0].Value != "6" {
 		t.Fatalf("describe of a stored overlong group: %+v", d[0])
 	}
-	if res := r.alter(groupRes(long, set(keyDeliveryCountLimit, "7"))); res.ErrorCode != ErrInvalidRequest ||
+	if res := r.alter(groupRes(long, set(keyDeliveryCountLimit, "7"))); res.ErrorCode != kafkaerr.InvalidRequest ||
 		!strings.Contains(res.ErrorMessage, "can only be deleted") {
 		t.Fatalf("SET on a stored overlong group: %s %q", res.ErrorCode, res.ErrorMessage)
 	}

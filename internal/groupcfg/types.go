@@ -159,29 +159,3 @@ func (o Operation) String() string {
 	}
 	return "Operation(" + strconv.Itoa(int(o)) + ")"
 }
-
-// ErrorCode is a Kafka error code, as carried in admin results.
-type ErrorCode int16
-
-// Error codes used by the admin operations.
-const (
-	ErrNone               ErrorCode = 0
-	ErrUnknownServerError ErrorCode = -1
-	ErrInvalidConfig      ErrorCode = 40
-	ErrInvalidRequest     ErrorCode = 42
-)
-
-// String returns Kafka's name of the code, e.g. "INVALID_CONFIG".
-func (c ErrorCode) String() string {
-	switch c {
-	case ErrNone:
-		return "NONE"
-	case ErrUnknownServerError:
-		return "UNKNOWN_SERVER_ERROR"
-	case ErrInvalidConfig:
-		return "INVALID_CONFIG"
-	case ErrInvalidRequest:
-		return "INVALID_REQUEST"
-	}
-	return "ErrorCode(" + strconv.Itoa(int(c)) + ")"
-}

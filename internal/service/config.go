@@ -47,7 +47,7 @@ func (s *ConfigServer) IncrementalAlterConfigs(_ context.Context, req *pb.Increm
 		out.Responses[i] = &pb.AlterConfigsResourceResponse{
 			ResourceType: pb.ResourceType(r.Type),
 			ResourceName: r.Name,
-			ErrorCode:    pb.ErrorCode(r.ErrorCode),
+			ErrorCode:    errorCode(r.ErrorCode),
 			ErrorMessage: r.ErrorMessage,
 		}
 	}
@@ -70,7 +70,7 @@ func (s *ConfigServer) DescribeConfigs(_ context.Context, req *pb.DescribeConfig
 		res := &pb.DescribeConfigsResult{
 			ResourceType: pb.ResourceType(r.Type),
 			ResourceName: r.Name,
-			ErrorCode:    pb.ErrorCode(r.ErrorCode),
+			ErrorCode:    errorCode(r.ErrorCode),
 			ErrorMessage: r.ErrorMessage,
 			Configs:      make([]*pb.DescribeConfigsResourceResult, len(r.Configs)),
 		}

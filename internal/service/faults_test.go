@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
@@ -86,7 +87,7 @@ func (fx *faultServer) stop() {
 // keysPerPartition returns n group ids per state partition whose key (topicA, partition 0) routes
 // there.
 func keysPerPartition(partitions, n int) [][]string {
-	id, _ := shard.ParseTopicID(topicA)
+	id, _ := record.ParseTopicID(topicA)
 	out := make([][]string, partitions)
 	for i, filled := 0, 0; filled < partitions*n; i++ {
 		g := "fault-" + strconv.Itoa(i)

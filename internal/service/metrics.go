@@ -2,13 +2,11 @@ package service
 
 import (
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/coordinatord/coordinatord/internal/shard"
-	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
 // Operation names: the `operation` label of sharecoord_state_operations_total.
@@ -41,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	// Pre-create the success series so rates and ratios have data from the first scrape.
 	for _, op := range []string{opInitialize, opRead, opWrite, opDelete, opReadSummary} {
-		m.operations.WithLabelValues(op, codeName(shard.ErrNone))
+		m.operations.WithLabelValues(op, codeName(kafkaerr.None))
 	}
 	if reg != nil {
 		reg.MustRegister(m.writeLatency, m.operations)
@@ -55,16 +53,17 @@ func (m *Metrics) observeWrite(d time.Duration) {
 	}
 }
 
-func (m *Metrics) countOp(op string, c shard.ErrorCode) {
+func (m *Metrics) countOp(op string, c kafkaerr.Code) {
 	if m != nil {
 		m.operations.WithLabelValues(op, codeName(c)).Inc()
 	}
 }
 
-// codeName is Kafka's name of an error code (ERROR_CODE_ prefix dropped), or its number.
-func codeName(c shard.ErrorCode) string {
-	if name, ok := pb.ErrorCode_name[int32(c)]; ok {
-		return strings.TrimPrefix(name, "ERROR_CODE_")
+// codeName is Kafka's name of an error code (the API enum's name without ERROR_CODE_), or its
+// number for a code kafkaerr does not define.
+func codeName(c kafkaerr.Code) string {
+	if c.Known() {
+		return c.String()
 	}
 	return strconv.Itoa(int(c))
 }

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
@@ -67,9 +69,9 @@ func (s *StateServer) checkLimit(n int) error {
 }
 
 // invalidTopicID is the per-partition answer for a topic id that does not parse; err (from
-// shard.ParseTopicID) names the id and says why.
+// record.ParseTopicID) names the id and says why.
 func invalidTopicID(err error) shard.Result {
-	return shard.Result{Code: shard.ErrInvalidRequest, Message: "topic_id " + err.Error()}
+	return shard.Result{Code: kafkaerr.InvalidRequest, Message: "topic_id " + err.Error()}
 }
 
 // stateTopic and statePartition are what the topic and partition entries of every state request
@@ -83,7 +85,7 @@ type statePartition interface{ GetPartition() int32 }
 
 // item is one partition of a state request as a handler sees it.
 type item struct {
-	key shard.Key    // the routed key, valid when bad.Code == ErrNone
+	key shard.Key    // the routed key, valid when bad.Code == kafkaerr.None
 	bad shard.Result // a per-partition error found before routing (an unparsable topic id)
 }
 
@@ -102,7 +104,7 @@ func eachPartition[T stateTopic[P], P statePartition, R any](s *StateServer, gro
 	out := make([][]R, len(topics))
 	var wg sync.WaitGroup
 	for ti, t := range topics {
-		id, err := shard.ParseTopicID(t.GetTopicId())
+		id, err := record.ParseTopicID(t.GetTopicId())
 		parts := t.GetPartitions()
 		out[ti] = make([]R, len(parts))
 		for pi, p := range parts {
@@ -146,10 +148,12 @@ func topicResults[T interface{ GetTopicId() string }, R, TR any](topics []T, par
 	return out
 }
 
-func code(c shard.ErrorCode) pb.ErrorCode { return pb.ErrorCode(c) }
+// errorCode is c as the API's ErrorCode enum: the same number, the enum's values being Kafka's
+// (kafkaerr's tests hold the two lists together).
+func errorCode(c kafkaerr.Code) pb.ErrorCode { return pb.ErrorCode(c) }
 
 func partitionResult(partition int32, r shard.Result) *pb.PartitionResult {
-	return &pb.PartitionResult{Partition: partition, ErrorCode: code(r.Code), ErrorMessage: r.Message}
+	return &pb.PartitionResult{Partition: partition, ErrorCode: errorCode(r.Code), ErrorMessage: r.Message}
 }
 
 // topicResult is the topic result of Initialize, Write and Delete.
@@ -161,7 +165,7 @@ func topicResult(topicID string, parts []*pb.PartitionResult) *pb.TopicResult {
 func (s *StateServer) InitializeShareGroupState(ctx context.Context, req *pb.InitializeShareGroupStateRequest) (*pb.InitializeShareGroupStateResponse, error) {
 	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.InitializeStatePartition) *pb.PartitionResult {
 		r := it.bad
-		if r.Code == shard.ErrNone {
+		if r.Code == kafkaerr.None {
 			r = s.route(it.key).Initialize(ctx, shard.InitializeRequest{
 				Key: it.key, StateEpoch: p.GetStateEpoch(), StartOffset: p.GetStartOffset(),
 			})
@@ -179,16 +183,16 @@ func (s *StateServer) InitializeShareGroupState(ctx context.Context, req *pb.Ini
 func (s *StateServer) ReadShareGroupState(ctx context.Context, req *pb.ReadShareGroupStateRequest) (*pb.ReadShareGroupStateResponse, error) {
 	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.ReadStatePartition) *pb.ReadStatePartitionResult {
 		r := shard.ReadResult{Result: it.bad}
-		if it.bad.Code == shard.ErrNone {
+		if it.bad.Code == kafkaerr.None {
 			r = s.route(it.key).Read(ctx, shard.ReadRequest{Key: it.key, LeaderEpoch: p.GetLeaderEpoch()})
 		}
-		if r.Code != shard.ErrNone {
+		if r.Code != kafkaerr.None {
 			r = shard.ReadResult{Result: r.Result, StartOffset: -1} // nothing known but the error
 		}
 		s.opts.Metrics.countOp(opRead, r.Code)
 		return &pb.ReadStatePartitionResult{
 			Partition:    it.key.Partition,
-			ErrorCode:    code(r.Code),
+			ErrorCode:    errorCode(r.Code),
 			ErrorMessage: r.Message,
 			StateEpoch:   r.StateEpoch,
 			StartOffset:  r.StartOffset,
@@ -210,7 +214,7 @@ func (s *StateServer) WriteShareGroupState(ctx context.Context, req *pb.WriteSha
 	defer func() { s.opts.Metrics.observeWrite(time.Since(start)) }()
 	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.WriteStatePartition) *pb.PartitionResult {
 		r := it.bad
-		if r.Code == shard.ErrNone {
+		if r.Code == kafkaerr.None {
 			r = s.write(ctx, it.key, p)
 		}
 		s.opts.Metrics.countOp(opWrite, r.Code)
@@ -241,10 +245,10 @@ func (s *StateServer) write(ctx context.Context, key shard.Key, p *pb.WriteState
 		StateBatches:          batches,
 	}
 	if bad != "" {
-		if res := shard.CheckWrite(&r); res.Code != shard.ErrNone {
+		if res := shard.CheckWrite(&r); res.Code != kafkaerr.None {
 			return res
 		}
-		return shard.Result{Code: shard.ErrInvalidRequest, Message: bad}
+		return shard.Result{Code: kafkaerr.InvalidRequest, Message: bad}
 	}
 	return s.route(key).Write(ctx, r)
 }
@@ -253,7 +257,7 @@ func (s *StateServer) write(ctx context.Context, key shard.Key, p *pb.WriteState
 func (s *StateServer) DeleteShareGroupState(ctx context.Context, req *pb.DeleteShareGroupStateRequest) (*pb.DeleteShareGroupStateResponse, error) {
 	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, _ *pb.DeleteStatePartition) *pb.PartitionResult {
 		r := it.bad
-		if r.Code == shard.ErrNone {
+		if r.Code == kafkaerr.None {
 			r = s.route(it.key).Delete(ctx, shard.DeleteRequest{Key: it.key})
 		}
 		s.opts.Metrics.countOp(opDelete, r.Code)
@@ -269,17 +273,17 @@ func (s *StateServer) DeleteShareGroupState(ctx context.Context, req *pb.DeleteS
 func (s *StateServer) ReadShareGroupStateSummary(ctx context.Context, req *pb.ReadShareGroupStateSummaryRequest) (*pb.ReadShareGroupStateSummaryResponse, error) {
 	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.ReadStateSummaryPartition) *pb.ReadStateSummaryPartitionResult {
 		r := shard.SummaryResult{Result: it.bad}
-		if it.bad.Code == shard.ErrNone {
+		if it.bad.Code == kafkaerr.None {
 			r = s.route(it.key).ReadSummary(ctx, shard.SummaryRequest{Key: it.key, LeaderEpoch: p.GetLeaderEpoch()})
 		}
-		if r.Code != shard.ErrNone {
+		if r.Code != kafkaerr.None {
 			// Nothing known but the error: the sentinels of a key without state.
 			r = shard.SummaryResult{Result: r.Result, StartOffset: -1, DeliveryCompleteCount: -1}
 		}
 		s.opts.Metrics.countOp(opReadSummary, r.Code)
 		return &pb.ReadStateSummaryPartitionResult{
 			Partition:             it.key.Partition,
-			ErrorCode:             code(r.Code),
+			ErrorCode:             errorCode(r.Code),
 			ErrorMessage:          r.Message,
 			StateEpoch:            r.StateEpoch,
 			LeaderEpoch:           r.LeaderEpoch,
@@ -303,7 +307,7 @@ func (s *StateServer) FindCoordinator(_ context.Context, req *pb.FindCoordinator
 		c := &pb.Coordinator{Key: raw, NodeId: -1, StatePartition: -1, Port: -1}
 		key, err := shard.ParseCoordinatorKey(raw)
 		if err != nil {
-			c.ErrorCode = pb.ErrorCode_ERROR_CODE_INVALID_REQUEST
+			c.ErrorCode = errorCode(kafkaerr.InvalidRequest)
 			c.ErrorMessage = fmt.Sprintf("key %q is not a share coordinator key \"groupId:topicId:partition\": %v", raw, err)
 		} else {
 			c.StatePartition = int32(shard.PartitionFor(key.CoordinatorKey(), len(s.partitions)))

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
@@ -485,7 +486,7 @@ func (b blocking) Write(ctx context.Context, r shard.WriteRequest) shard.Result 
 	case <-b.release:
 		return b.Partition.Write(ctx, r)
 	case <-ctx.Done():
-		return shard.Result{Code: shard.ErrCoordinatorNotAvailable, Message: "cancelled"}
+		return shard.Result{Code: kafkaerr.CoordinatorNotAvailable, Message: "cancelled"}
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -30,7 +32,7 @@ type windowGen struct {
 func newWindowGen(nKeys, window int) *windowGen {
 	g := &windowGen{window: window, r: rand.New(rand.NewPCG(uint64(nKeys), 1))}
 	for i := 0; i < nKeys; i++ {
-		mk, _ := encodeMapKey(Key{GroupID: fmt.Sprintf("group-%d", i%50), TopicID: testTopic, Partition: int32(i)})
+		mk, _ := record.EncodeKey(record.Key{GroupID: fmt.Sprintf("group-%d", i%50), TopicID: testTopic, Partition: int32(i)})
 		g.keys = append(g.keys, mk)
 		var w []StateBatch
 		off := int64(1000)
@@ -46,8 +48,8 @@ func newWindowGen(nKeys, window int) *windowGen {
 }
 
 func (g *windowGen) snapshot(dst []byte, i int) []byte {
-	v := SnapshotValue{SnapshotEpoch: 0, StateEpoch: 1, StartOffset: g.so[i], StateBatches: g.states[i], DeliveryCompleteCount: 0}
-	return appendSnapshotRecord(dst, g.keys[i], &v)
+	v := record.SnapshotValue{SnapshotEpoch: 0, StateEpoch: 1, StartOffset: g.so[i], StateBatches: g.states[i], DeliveryCompleteCount: 0}
+	return record.AppendSnapshot(dst, g.keys[i], &v)
 }
 
 func (g *windowGen) update(dst []byte, i int) []byte {
@@ -76,8 +78,8 @@ func (g *windowGen) update(dst []byte, i int) []byte {
 	}
 	var c combiner
 	g.states[i] = c.combineBatches(w, batches, g.so[i])
-	v := UpdateValue{SnapshotEpoch: 0, LeaderEpoch: 1, StartOffset: g.so[i], StateBatches: batches, DeliveryCompleteCount: 3}
-	return appendUpdateRecord(dst, g.keys[i], &v)
+	v := record.UpdateValue{SnapshotEpoch: 0, LeaderEpoch: 1, StartOffset: g.so[i], StateBatches: batches, DeliveryCompleteCount: 3}
+	return record.AppendUpdate(dst, g.keys[i], &v)
 }
 
 // replayCorpus is a log's worth of records: one snapshot per key, then updates round-robin.
@@ -210,7 +212,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 			runtime.ReadMemStats(&after)
 			total, nb := 0, 0
 			for _, e := range m.states {
-				total += snapshotRecordSize(e.key, len(e.batches), e.dcc)
+				total += record.SnapshotSize(e.key, len(e.batches), e.dcc)
 				nb += len(e.batches)
 			}
 			perKey = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / nKeys
@@ -240,7 +242,7 @@ func BenchmarkShardWrites(b *testing.B) {
 			keys := make([]Key, submitters)
 			for i := range keys {
 				keys[i] = Key{GroupID: "bench", TopicID: testTopic, Partition: int32(i)}
-				if r := s.Initialize(ctx, InitializeRequest{Key: keys[i], StateEpoch: 1, StartOffset: 0}); r.Code != ErrNone {
+				if r := s.Initialize(ctx, InitializeRequest{Key: keys[i], StateEpoch: 1, StartOffset: 0}); r.Code != kafkaerr.None {
 					b.Fatal(r)
 				}
 			}
@@ -257,7 +259,7 @@ func BenchmarkShardWrites(b *testing.B) {
 					for j := next.Add(1); j <= int64(b.N); j = next.Add(1) {
 						req := WriteRequest{Key: keys[w], StateEpoch: 1, StartOffset: j, DeliveryCompleteCount: 1,
 							StateBatches: []StateBatch{{FirstOffset: j, LastOffset: j + 9, DeliveryState: 2, DeliveryCount: 1}}}
-						if r := s.Write(ctx, req); r.Code != ErrNone {
+						if r := s.Write(ctx, req); r.Code != kafkaerr.None {
 							b.Error(r)
 							return
 						}
@@ -310,7 +312,7 @@ func BenchmarkColdJobStall(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				// A key that is not a cold copy, so that the job does not find the partition quiet.
 				fresh := Key{GroupID: "fresh", TopicID: testTopic, Partition: int32(i)}
-				if r := s.Initialize(ctx, InitializeRequest{Key: fresh, StateEpoch: 1}); r.Code != ErrNone {
+				if r := s.Initialize(ctx, InitializeRequest{Key: fresh, StateEpoch: 1}); r.Code != kafkaerr.None {
 					b.Fatal(r)
 				}
 				stop := make(chan struct{})
@@ -328,7 +330,7 @@ func BenchmarkColdJobStall(b *testing.B) {
 						req := WriteRequest{Key: Key{GroupID: fmt.Sprintf("group-%d", k%50), TopicID: testTopic, Partition: int32(k)},
 							StateEpoch: 1, StartOffset: -1, StateBatches: []StateBatch{{FirstOffset: off, LastOffset: off, DeliveryState: 2, DeliveryCount: 1}}}
 						began := time.Now()
-						if res := s.Write(ctx, req); res.Code != ErrNone {
+						if res := s.Write(ctx, req); res.Code != kafkaerr.None {
 							b.Error(res)
 							return
 						}

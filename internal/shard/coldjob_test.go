@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
 	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
@@ -95,7 +96,7 @@ func TestShardSyncGroupFailsBetweenColdChunks(t *testing.T) {
 	go func() { n, err := b.SnapshotColdPartitions(ctx); cold <- coldAnswer{n, err} }()
 	<-held // the job's first chunk is durable; two chunks to go
 	fsys.SetInjector(failNth(1, faultfs.OnKinds(faultfs.OpSyncFS), syscall.EIO))
-	if r := a.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {
+	if r := a.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("write whose sync failed: %+v", r)
 	}
 	fsys.SetInjector(nil)
@@ -111,7 +112,7 @@ func TestShardSyncGroupFailsBetweenColdChunks(t *testing.T) {
 	if c.err == nil || !strings.Contains(c.err.Error(), "file-system sync") {
 		t.Fatalf("cold call: %d, %v; want the sync failure", c.n, c.err)
 	}
-	if r := <-wrote; r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "file-system sync") {
+	if r := <-wrote; r.Code != kafkaerr.CoordinatorNotAvailable || !strings.Contains(r.Message, "file-system sync") {
 		t.Fatalf("write queued when the sync group failed: %+v, want the sync failure", r)
 	}
 	waitState(t, b, Failed)

@@ -14,6 +14,15 @@ func sb(first, last int64, state, count int) StateBatch {
 
 func bs(b ...StateBatch) []StateBatch { return b }
 
+// manyBatches returns n batches of ten offsets each from offset 0, of varied states and counts.
+func manyBatches(n int) []StateBatch {
+	out := make([]StateBatch, n)
+	for i := range out {
+		out[i] = sb(int64(i)*10, int64(i)*10+9, i%3, i%5)
+	}
+	return out
+}
+
 // Kafka's PersisterStateBatchCombinerTest cases, ported.
 func TestCombineKafkaCases(t *testing.T) {
 	tests := []struct {

@@ -46,29 +46,9 @@
 // operation between chunks deleted or gave a fresh snapshot is skipped; the others get a copy of
 // their state as it is when their chunk is written.
 //
-// # Record format
+// # Records
 //
-// One statelog record holds one Kafka coordinator record of __share_group_state:
-//
-//	+-------------------------+-----+---------------------------------+-------+
-//	| keyLength zigzag varint | key | valueLength zigzag varint (-1 = | value |
-//	|                         |     | null: tombstone, no value bytes)|       |
-//	+-------------------------+-----+---------------------------------+-------+
-//	key   = int16 record type (0 ShareSnapshot, 1 ShareUpdate)
-//	        + key message v0: int16 length + group id bytes | topic id (16 bytes) | int32 partition
-//	value = int16 value version (0)
-//	        + ShareSnapshotValue v0: int32 SnapshotEpoch | int32 StateEpoch | int32 LeaderEpoch |
-//	          int64 StartOffset | int64 CreateTimestamp | int64 WriteTimestamp | StateBatches |
-//	          tagged fields
-//	        | ShareUpdateValue v0: int32 SnapshotEpoch | int32 LeaderEpoch | int64 StartOffset |
-//	          StateBatches | tagged fields
-//	StateBatches  = unsigned varint (count+1) × (int64 FirstOffset | int64 LastOffset |
-//	                int8 DeliveryState | int16 DeliveryCount | tagged fields)
-//	tagged fields = unsigned varint count × (unsigned varint tag | unsigned varint size | bytes);
-//	                tag 0 of a value is the int32 DeliveryCompleteCount, written only when ≠ -1
-//
-// Integers are big-endian, as in Kafka. A tombstone is a ShareSnapshot key with a null value. These
-// layouts are Kafka's (4.2+) and part of the on-disk format: changing them makes existing logs
-// unreadable. Replay skips records of unknown type with a warning and fails on an unknown value
-// version, as Kafka's loader does.
+// The shard writes and replays Kafka's records of __share_group_state, whose encoding and on-disk
+// layout package record defines. Replay skips records of unknown type with a warning and fails on
+// an unknown value version, as Kafka's loader does.
 package shard

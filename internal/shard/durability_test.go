@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
 	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
@@ -95,7 +96,7 @@ func summaryWhenServing(t *testing.T, s *Shard, k Key) SummaryResult {
 		changed := s.changed
 		s.mu.Unlock()
 		r := s.ReadSummary(context.Background(), SummaryRequest{Key: k})
-		if r.Code == ErrNone {
+		if r.Code == kafkaerr.None {
 			return r
 		}
 		if !retriable(r.Result) {
@@ -169,7 +170,7 @@ func TestShardReloadTruncatesToDurableEnd(t *testing.T) {
 			}
 			fsys.SetInjector(inj)
 			r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 42, StateBatches: bs(sb(42, 50, 2, 1))})
-			if r.Code != ErrCoordinatorNotAvailable {
+			if r.Code != kafkaerr.CoordinatorNotAvailable {
 				t.Fatalf("write whose sync failed: %+v", r)
 			}
 			got := summaryWhenServing(t, s, testKey)
@@ -281,7 +282,7 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		<-closed
 		fsys.SetInjector(nil)
 		mustOK(t, <-first)
-		if r := <-second; r.Code != ErrCoordinatorNotAvailable {
+		if r := <-second; r.Code != kafkaerr.CoordinatorNotAvailable {
 			t.Fatalf("write whose sync failed: %+v", r)
 		}
 		if logs.FilterMessageSnippet("reloaded after a failed append").Len() > 0 {
@@ -294,7 +295,7 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		if err := s2.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.Code != ErrNone || got.StartOffset != 10 {
+		if got := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.Code != kafkaerr.None || got.StartOffset != 10 {
 			t.Fatalf("after reopening: %+v, want the acknowledged start offset 10", got)
 		}
 		t.Logf("the drain committed the queued write on attempt %d", attempt)
@@ -330,12 +331,12 @@ func TestShardSyncGroupManyPartitions(t *testing.T) {
 		wg.Go(func() {
 			s := shards[w%partitions]
 			k := Key{GroupID: "g", TopicID: testTopic, Partition: int32(w)}
-			if r := s.Initialize(ctx, InitializeRequest{Key: k, StateEpoch: 1}); r.Code != ErrNone {
+			if r := s.Initialize(ctx, InitializeRequest{Key: k, StateEpoch: 1}); r.Code != kafkaerr.None {
 				errs <- fmt.Errorf("initialize %v: %+v", k, r)
 				return
 			}
 			for j := int64(1); j <= 20; j++ {
-				if r := s.Write(ctx, WriteRequest{Key: k, StateEpoch: 1, StartOffset: j, StateBatches: bs(sb(j, j+1, 2, 1))}); r.Code != ErrNone {
+				if r := s.Write(ctx, WriteRequest{Key: k, StateEpoch: 1, StartOffset: j, StateBatches: bs(sb(j, j+1, 2, 1))}); r.Code != kafkaerr.None {
 					errs <- fmt.Errorf("write %v: %+v", k, r)
 					return
 				}
@@ -371,7 +372,7 @@ func TestShardSyncGroupManyPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		k := Key{GroupID: "g", TopicID: testTopic, Partition: int32(w)}
-		if got := s.ReadSummary(ctx, SummaryRequest{Key: k}); got.Code != ErrNone || got.StartOffset != 20 {
+		if got := s.ReadSummary(ctx, SummaryRequest{Key: k}); got.Code != kafkaerr.None || got.StartOffset != 20 {
 			t.Fatalf("key %v after reopening: %+v", k, got)
 		}
 		if err := s.Close(); err != nil {
@@ -400,7 +401,7 @@ func TestShardSyncGroupFailure(t *testing.T) {
 		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
 	}
 	fsys.SetInjector(failNth(1, faultfs.OnKinds(faultfs.OpSyncFS), syscall.EIO))
-	if r := shards[0].Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {
+	if r := shards[0].Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("write whose sync failed: %+v", r)
 	}
 	fsys.SetInjector(nil) // later syncs would succeed: the group must not trust them
@@ -412,7 +413,7 @@ func TestShardSyncGroupFailure(t *testing.T) {
 	}
 	for p, s := range shards {
 		if p > 0 {
-			if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {
+			if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != kafkaerr.CoordinatorNotAvailable {
 				t.Fatalf("partition %d: write after the failure: %+v", p, r)
 			}
 		}
@@ -420,7 +421,7 @@ func TestShardSyncGroupFailure(t *testing.T) {
 		if err := s.WaitLoaded(ctx); !errors.Is(err, statelog.ErrSyncFailed) {
 			t.Fatalf("partition %d: %v, want it failed with ErrSyncFailed", p, err)
 		}
-		if r := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable {
+		if r := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != kafkaerr.CoordinatorNotAvailable {
 			t.Fatalf("partition %d: summary after the failure: %+v", p, r)
 		}
 	}
@@ -485,7 +486,7 @@ func TestShardSyncGroupCrashRecovery(t *testing.T) {
 						if route(k) != shards[p] {
 							continue
 						}
-						if got := s2.ReadSummary(ctx, SummaryRequest{Key: k}); got.Code != ErrNone || got.StartOffset < so {
+						if got := s2.ReadSummary(ctx, SummaryRequest{Key: k}); got.Code != kafkaerr.None || got.StartOffset < so {
 							t.Fatalf("cut %d: key %v: %+v, but a write with start offset %d was acknowledged", cut, k, got, so)
 						}
 					}
@@ -513,7 +514,7 @@ func TestRestartAfterFailedGroupSyncDropsTheBatch(t *testing.T) {
 	}
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
 	fsys.SetInjector(failNth(1, faultfs.OnKinds(faultfs.OpSyncFS), syscall.EIO))
-	if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {
+	if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("write whose sync failed: %+v", r)
 	}
 	waitState(t, s, Failed)
@@ -560,7 +561,7 @@ func TestRestartWhileReloadFailsDropsTheBatch(t *testing.T) {
 		}
 		return nil
 	}))
-	if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != ErrCoordinatorNotAvailable {
+	if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 5}); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("write whose sync failed: %+v", r)
 	}
 	waitState(t, s, Failed)
@@ -595,7 +596,7 @@ func TestLoadSyncFailureIsNotRetried(t *testing.T) {
 	if n := syncs.Load(); n != 1 {
 		t.Fatalf("%d syncs of the loaded log, want 1: the load was retried", n)
 	}
-	if r := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable ||
+	if r := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != kafkaerr.CoordinatorNotAvailable ||
 		!strings.Contains(r.Message, "could not be made durable when it was loaded (input/output error); it waits for an operator") {
 		t.Fatalf("summary of a failed partition: %+v", r)
 	}
@@ -707,7 +708,7 @@ func TestNewerLogFormatIsNotRetried(t *testing.T) {
 	if again := listings.Load(); again != n {
 		t.Fatalf("the log directory was listed %d times after the failed load: the load was retried", again-n)
 	}
-	if r := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable ||
+	if r := s2.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != kafkaerr.CoordinatorNotAvailable ||
 		!strings.Contains(r.Message, "holds data in a format this release does not read") {
 		t.Fatalf("summary of a failed partition: %+v", r)
 	}
@@ -762,7 +763,7 @@ func TestShardSyncGroupFailureCutsLoadBackoff(t *testing.T) {
 	}
 	breakLoad.Store(false)
 	breakSync.Store(true)
-	if r := a.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}); r.Code != ErrCoordinatorNotAvailable {
+	if r := a.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("initialize whose sync failed: %+v", r)
 	}
 	deadline := time.Now().Add(10 * time.Second)

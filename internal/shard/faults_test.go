@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
 	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
@@ -47,7 +48,7 @@ func checkAcked(t *testing.T, s *Shard, want map[Key]int64) {
 	t.Helper()
 	for k, so := range want {
 		got := s.ReadSummary(context.Background(), SummaryRequest{Key: k})
-		if got.Code != ErrNone || got.StartOffset < so {
+		if got.Code != kafkaerr.None || got.StartOffset < so {
 			t.Fatalf("key %v: summary %+v, but a write with start offset %d was acknowledged", k, got, so)
 		}
 	}
@@ -55,7 +56,7 @@ func checkAcked(t *testing.T, s *Shard, want map[Key]int64) {
 
 // retriable reports whether r is an answer a failing shard may give.
 func retriable(r Result) bool {
-	return r.Code == ErrNone || r.Code == ErrCoordinatorNotAvailable || r.Code == ErrCoordinatorLoadInProgress
+	return r.Code == kafkaerr.None || r.Code == kafkaerr.CoordinatorNotAvailable || r.Code == kafkaerr.CoordinatorLoadInProgress
 }
 
 // writeRandomly is worker w of a random write workload: until stop is closed it writes random
@@ -73,7 +74,7 @@ func writeRandomly(t *testing.T, seed uint64, w int, keys []Key, route func(Key)
 		so := j*10 + int64(w)
 		req := randomWrite(r, k, so)
 		req.StateEpoch, req.LeaderEpoch, req.StartOffset = 1, 0, so
-		if res := route(k).Write(context.Background(), req); res.Code == ErrNone {
+		if res := route(k).Write(context.Background(), req); res.Code == kafkaerr.None {
 			a.note(k, so)
 		} else if !retriable(res) {
 			t.Errorf("write: %+v", res)
@@ -110,17 +111,17 @@ func TestShardFaultInjection(t *testing.T) {
 				r = s.Initialize(ctx, InitializeRequest{Key: k, StateEpoch: 1, StartOffset: 0})
 			} else {
 				r = s.Write(ctx, WriteRequest{Key: k, StateEpoch: 1, StartOffset: int64(j), StateBatches: bs(sb(int64(j), int64(j)+2, 2, 1))})
-				if r.Code == ErrInvalidRequest {
+				if r.Code == kafkaerr.InvalidRequest {
 					continue // the key's initialize was not acknowledged
 				}
-				if r.Code == ErrNone {
+				if r.Code == kafkaerr.None {
 					a.note(k, int64(j))
 				}
 			}
 			if !retriable(r) {
 				t.Fatalf("fault %d, op %d: %+v", i, j, r)
 			}
-			if r.Code != ErrNone {
+			if r.Code != kafkaerr.None {
 				waitState(t, s, Active) // the batch failed: the shard reloads before serving again
 			}
 			if j == 30 {
@@ -170,7 +171,7 @@ func TestShardFailedLoadRetries(t *testing.T) {
 		t.Fatalf("WaitLoaded: %v, want the load error", err)
 	}
 	r := s.Write(ctx, WriteRequest{Key: testKey})
-	if r.Code != ErrCoordinatorNotAvailable && r.Code != ErrCoordinatorLoadInProgress {
+	if r.Code != kafkaerr.CoordinatorNotAvailable && r.Code != kafkaerr.CoordinatorLoadInProgress {
 		t.Fatalf("write on a failed shard: %+v", r)
 	}
 	fs.SetInjector(nil)
@@ -188,7 +189,7 @@ func TestShardAppendFailureReloads(t *testing.T) {
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
 	fs.SetInjector(faultfs.Match(faultfs.OnKinds(faultfs.OpWrite), syscall.EIO))
 	r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 42})
-	if r.Code != ErrCoordinatorNotAvailable || r.Message == "" {
+	if r.Code != kafkaerr.CoordinatorNotAvailable || r.Message == "" {
 		t.Fatalf("write during an append failure: %+v", r)
 	}
 	fs.SetInjector(nil)
@@ -265,7 +266,7 @@ func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 		return s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))})
 	}
 	firstLog := ts.log()
-	if r := write(); r.Code != ErrCoordinatorNotAvailable {
+	if r := write(); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("first failed append: %+v", r)
 	}
 	// Reloaded at once: a new log is open and the shard is active again (the status alone could
@@ -276,7 +277,7 @@ func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if r := write(); r.Code != ErrCoordinatorNotAvailable {
+	if r := write(); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("second failed append: %+v", r)
 	}
 	// Now it waits before reloading, and says why.
@@ -285,7 +286,7 @@ func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 	if st.State != Loading || !errors.Is(st.Err, syscall.ENOSPC) {
 		t.Fatalf("status after a second failure in a row: %+v, want Loading with the failure", st)
 	}
-	if r := write(); r.Code != ErrCoordinatorLoadInProgress || !strings.Contains(r.Message, "no space left on device") {
+	if r := write(); r.Code != kafkaerr.CoordinatorLoadInProgress || !strings.Contains(r.Message, "no space left on device") {
 		t.Fatalf("a call while the reload waits: %+v, want LOAD_IN_PROGRESS naming the failure", r)
 	}
 	// A reload of this small log takes well under a millisecond; the wait is seconds.
@@ -301,7 +302,7 @@ func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 	// None of the refused writes is there (closing during the wait with a batch in the file is
 	// TestCloseCutsAfterFailedSync's case).
 	s2 := ts.active(nil)
-	if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != ErrNone || len(got.StateBatches) != 0 {
+	if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != kafkaerr.None || len(got.StateBatches) != 0 {
 		t.Fatalf("after the failures and a reopen: %+v, want the initialized state only", got)
 	}
 }
@@ -350,11 +351,11 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 			armed.Store(true)
 			for {
 				r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))})
-				if r.Code == ErrCoordinatorLoadInProgress && i == 1 {
+				if r.Code == kafkaerr.CoordinatorLoadInProgress && i == 1 {
 					time.Sleep(time.Millisecond) // the reload after the first failure is still running
 					continue
 				}
-				if r.Code != ErrCoordinatorNotAvailable {
+				if r.Code != kafkaerr.CoordinatorNotAvailable {
 					t.Fatalf("write %d whose sync fails: %+v", i, r)
 				}
 				break
@@ -367,7 +368,7 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 		s2 := Open(ts.logger, ts.provider, ts.opts)
 		defer s2.Close()
 		waitState(t, s2, Active)
-		if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != ErrNone || len(got.StateBatches) != 0 {
+		if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != kafkaerr.None || len(got.StateBatches) != 0 {
 			t.Fatalf("the unacknowledged batch reappeared: %+v", got)
 		}
 	})
@@ -394,7 +395,7 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 			mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: -1, StateBatches: bs(sb(i, i, 0, 1))}))
 		}
 		armed.Store(true)
-		if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 9000, StateBatches: bs(sb(9000, 9001, 2, 1))}); r.Code != ErrCoordinatorNotAvailable {
+		if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 9000, StateBatches: bs(sb(9000, 9001, 2, 1))}); r.Code != kafkaerr.CoordinatorNotAvailable {
 			t.Fatalf("write whose sync fails: %+v", r)
 		}
 		closed := make(chan error, 1)
@@ -409,7 +410,7 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 		s2 := Open(ts.logger, ts.provider, ts.opts)
 		defer s2.Close()
 		waitState(t, s2, Active)
-		if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != ErrNone || got.StartOffset == 9000 {
+		if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != kafkaerr.None || got.StartOffset == 9000 {
 			t.Fatalf("the unacknowledged write reappeared: %+v", got)
 		}
 	})

@@ -5,6 +5,9 @@ import (
 	"sort"
 
 	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/record"
 )
 
 // The operation handlers of Kafka's ShareCoordinatorShard, in Kafka's validation order. Each
@@ -19,9 +22,9 @@ import (
 // delivery count. A group id longer than a record key can hold (32767 bytes) cannot have state, so
 // Initialize rejects it and the other operations treat the key as absent.
 
-func invalid(msg string) Result { return Result{Code: ErrInvalidRequest, Message: msg} }
+func invalid(msg string) Result { return Result{Code: kafkaerr.InvalidRequest, Message: msg} }
 
-func withDefault(c ErrorCode) Result { return Result{Code: c, Message: c.DefaultMessage()} }
+func withDefault(c kafkaerr.Code) Result { return Result{Code: c, Message: c.DefaultMessage()} }
 
 // opVerb is the verb Kafka's ShareCoordinatorService puts in the message of a failed operation:
 // "Unable to <verb> share group state: <cause>".
@@ -43,7 +46,7 @@ const (
 func (m *machine) generationFailed(k Key, verb opVerb, err error) Result {
 	m.logger.Warn("cannot write the state record of a share partition; the operation is refused",
 		zap.Stringer("key", k), zap.String("operation", string(verb)), zap.Error(err))
-	return Result{Code: ErrUnknownServerError, Message: "Unable to " + string(verb) + " share group state: " + err.Error()}
+	return Result{Code: kafkaerr.UnknownServerError, Message: "Unable to " + string(verb) + " share group state: " + err.Error()}
 }
 
 const msgNegativeStartOffset = "The start offset cannot be less than -1."
@@ -101,7 +104,7 @@ func validateWriteFields(r *WriteRequest) string {
 
 // lookup returns the state of k (nil when absent or unrepresentable).
 func (m *machine) lookup(k Key) *entry {
-	mk, err := encodeMapKey(k)
+	mk, err := record.EncodeKey(record.Key(k))
 	if err != nil {
 		return nil
 	}
@@ -110,7 +113,7 @@ func (m *machine) lookup(k Key) *entry {
 
 // write is writeState.
 func (m *machine) write(r *WriteRequest, p *pending) Result {
-	if res := CheckWrite(r); res.Code != ErrNone {
+	if res := CheckWrite(r); res.Code != kafkaerr.None {
 		return res
 	}
 	e := m.lookup(r.Key)
@@ -118,10 +121,10 @@ func (m *machine) write(r *WriteRequest, p *pending) Result {
 		return invalid(msgWriteUninitialized)
 	}
 	if e.maxLeaderEpoch > r.LeaderEpoch {
-		return withDefault(ErrFencedLeaderEpoch)
+		return withDefault(kafkaerr.FencedLeaderEpoch)
 	}
 	if e.flags&flagStateEpoch != 0 && e.maxStateEpoch > r.StateEpoch {
-		return withDefault(ErrFencedStateEpoch)
+		return withDefault(kafkaerr.FencedStateEpoch)
 	}
 	if err := m.writeShareState(p, e, r, false); err != nil {
 		return m.generationFailed(r.Key, verbWrite, err)
@@ -142,14 +145,14 @@ func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
 		return ReadResult{Result: invalid(msgReadUninitialized)}
 	}
 	if e.maxLeaderEpoch > r.LeaderEpoch {
-		return ReadResult{Result: withDefault(ErrFencedLeaderEpoch)}
+		return ReadResult{Result: withDefault(kafkaerr.FencedLeaderEpoch)}
 	}
 	res := ReadResult{StateEpoch: e.stateEpoch, StartOffset: e.startOffset, StateBatches: cloneBatches(e.batches)}
 	if e.maxLeaderEpoch == r.LeaderEpoch {
 		return res
 	}
 	// A higher leader epoch: the new share-partition leader claims the state with a record.
-	m.logger.Info("read raises the leader epoch", zap.Stringer("key", keyFromMapKey(e.key)), zap.Int32("leader_epoch", r.LeaderEpoch))
+	m.logger.Info("read raises the leader epoch", zap.Stringer("key", Key(record.DecodeKey(e.key))), zap.Int32("leader_epoch", r.LeaderEpoch))
 	claim := WriteRequest{
 		Key: r.Key, LeaderEpoch: r.LeaderEpoch, StateEpoch: e.stateEpoch,
 		StartOffset: e.startOffset, DeliveryCompleteCount: e.dcc,
@@ -181,14 +184,14 @@ func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateL
 	}
 	if int(count) >= m.limit(e.key) {
 		now := m.now().UnixMilli()
-		v := SnapshotValue{
+		v := record.SnapshotValue{
 			SnapshotEpoch: e.snapshotEpoch + 1, StateEpoch: e.stateEpoch, LeaderEpoch: leaderEpoch,
 			StartOffset: startOffset, CreateTimestamp: now, WriteTimestamp: now,
 			StateBatches: m.comb.combineBatches(e.batches, r.StateBatches, startOffset), DeliveryCompleteCount: dcc,
 		}
 		return m.writeSnapshot(p, e.key, e, &v)
 	}
-	v := UpdateValue{
+	v := record.UpdateValue{
 		SnapshotEpoch: e.snapshotEpoch, LeaderEpoch: leaderEpoch, StartOffset: startOffset,
 		StateBatches: m.comb.combineBatches(nil, r.StateBatches, startOffset), DeliveryCompleteCount: dcc,
 	}
@@ -199,9 +202,9 @@ func (m *machine) writeShareState(p *pending, e *entry, r *WriteRequest, updateL
 	// new batch adds at most two (it can split one), so the merge is counted, over the region it
 	// touches, only when that could pass the limit.
 	if m.maxRecord > 0 && len(v.StateBatches) > 0 &&
-		snapshotSizeBound(e.key, len(e.batches)+2*len(v.StateBatches), dcc) > m.maxRecord {
+		record.SnapshotSizeBound(e.key, len(e.batches)+2*len(v.StateBatches), dcc) > m.maxRecord {
 		n := m.comb.mergedLen(e.batches, e.flags&flagCanonical != 0, v.StateBatches, startOffset)
-		if n > len(e.batches) && snapshotSizeBound(e.key, n, dcc) > m.maxRecord {
+		if n > len(e.batches) && record.SnapshotSizeBound(e.key, n, dcc) > m.maxRecord {
 			return errStateTooLarge{batches: n, limit: m.maxRecord}
 		}
 	}
@@ -230,14 +233,14 @@ func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
 	case r.StartOffset < -1:
 		return invalid(msgNegativeStartOffset)
 	}
-	mk, err := encodeMapKey(r.Key)
+	mk, err := record.EncodeKey(record.Key(r.Key))
 	if err != nil {
 		return invalid("The " + err.Error() + ".")
 	}
 	e := m.states[mk]
 	if e != nil && e.flags&flagStateEpoch != 0 {
 		if e.maxStateEpoch > r.StateEpoch {
-			return withDefault(ErrFencedStateEpoch)
+			return withDefault(kafkaerr.FencedStateEpoch)
 		}
 		if e.maxStateEpoch == r.StateEpoch && e.startOffset == r.StartOffset {
 			return Result{} // a retried initialize (#23190)
@@ -252,7 +255,7 @@ func (m *machine) initialize(r *InitializeRequest, p *pending) Result {
 		dcc = -1
 	}
 	now := m.now().UnixMilli()
-	v := SnapshotValue{
+	v := record.SnapshotValue{
 		SnapshotEpoch: snapshotEpoch, StateEpoch: r.StateEpoch, LeaderEpoch: 0,
 		StartOffset: r.StartOffset, CreateTimestamp: now, WriteTimestamp: now, DeliveryCompleteCount: dcc,
 	}
@@ -339,7 +342,7 @@ func (m *machine) coldStep(j *coldJob, p *pending, maxRecords, maxBytes int) boo
 		v.SnapshotEpoch++
 		v.WriteTimestamp = j.now
 		if err := m.writeSnapshot(p, k, e, &v); err != nil {
-			m.logger.Error("cannot write cold snapshot", zap.Stringer("key", keyFromMapKey(k)), zap.Error(err))
+			m.logger.Error("cannot write cold snapshot", zap.Stringer("key", Key(record.DecodeKey(k))), zap.Error(err))
 			continue
 		}
 		j.written++

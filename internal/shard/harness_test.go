@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/coordinatord/coordinatord/internal/record"
 )
 
 // limits is a Provider with a default limit and per-group overrides, changeable at run time.
@@ -120,9 +122,9 @@ func (h *harness) cold() int {
 }
 
 // replay appends an externally made record to the log and replays it, as Kafka's tests do.
-func (h *harness) replay(r Record) {
+func (h *harness) replay(r record.Record) {
 	h.t.Helper()
-	b, err := EncodeRecord(r)
+	b, err := record.Encode(r)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -134,11 +136,11 @@ func (h *harness) replay(r Record) {
 }
 
 // records returns the decoded records produced since the last call.
-func (h *harness) records() []Record {
+func (h *harness) records() []record.Record {
 	h.t.Helper()
-	var out []Record
+	var out []record.Record
 	for _, b := range h.log[h.fresh:] {
-		r, err := DecodeRecord(b)
+		r, err := record.Decode(b)
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -149,7 +151,7 @@ func (h *harness) records() []Record {
 }
 
 // lastRecord returns the single record produced since the last call to records.
-func (h *harness) lastRecord() Record {
+func (h *harness) lastRecord() record.Record {
 	h.t.Helper()
 	rs := h.records()
 	if len(rs) != 1 {
@@ -168,7 +170,7 @@ func (h *harness) noRecord() {
 // view is everything the machine keeps about a key (Kafka's shard state), comparable with
 // ==/DeepEqual.
 type view struct {
-	Offset          SnapshotValue // the ShareGroupOffset
+	Offset          record.SnapshotValue // the ShareGroupOffset
 	MaxLeaderEpoch  int32
 	MaxStateEpoch   *int32
 	UpdateCount     *int32
@@ -202,7 +204,7 @@ func (m *machine) view(k Key) *view {
 func (m *machine) dump() (map[Key]view, int64, bool) {
 	out := make(map[Key]view, len(m.states))
 	for mk := range m.states {
-		k := keyFromMapKey(mk)
+		k := Key(record.DecodeKey(mk))
 		out[k] = *m.view(k)
 	}
 	lro, ok := m.offsets.lastRedundant()

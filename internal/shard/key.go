@@ -7,14 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/coordinatord/coordinatord/internal/record"
 )
 
-// Key identifies one share partition: the share group, the user topic's id and its partition.
-type Key struct {
-	GroupID   string
-	TopicID   TopicID
-	Partition int32
-}
+// Key identifies one share partition: the share group, the user topic's id and its partition. It
+// is the key of its records (record.Key, to which it converts) with the coordinator-key form that
+// routing hashes.
+type Key record.Key
 
 // CoordinatorKey returns "group:topicId:partition" (Kafka's SharePartitionKey.asCoordinatorKey,
 // Kafka's SharePartitionKey), the string that routing hashes.
@@ -28,9 +28,9 @@ func (k Key) String() string { return k.CoordinatorKey() }
 // ParseCoordinatorKey parses "group:topicId:partition" as Kafka's SharePartitionKey.getInstance
 // does: from the right, so the group may contain ':'; trailing ':' characters are ignored (Java's
 // String.split drops trailing empty tokens); the group must not be blank (Java's trim: nothing
-// but characters ≤ U+0020); the topic id must be a canonical TopicID; the partition is a decimal
-// int32 with an optional sign. A negative partition parses (as in Kafka); the shard answers it with
-// INVALID_REQUEST.
+// but characters ≤ U+0020); the topic id must be a canonical record.TopicID; the partition is a
+// decimal int32 with an optional sign. A negative partition parses (as in Kafka); the shard answers
+// it with INVALID_REQUEST.
 func ParseCoordinatorKey(s string) (Key, error) {
 	if s == "" {
 		return Key{}, errors.New("invalid share partition key: empty")
@@ -48,7 +48,7 @@ func ParseCoordinatorKey(s string) (Key, error) {
 	if javaTrim(group) == "" {
 		return Key{}, fmt.Errorf("invalid share partition key %q: group id must not be blank", s)
 	}
-	id, err := ParseTopicID(topic)
+	id, err := record.ParseTopicID(topic)
 	if err != nil {
 		return Key{}, fmt.Errorf("invalid share partition key %q: %w", s, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -41,7 +42,7 @@ func (s *Shard) run() {
 			case errors.As(err, &corrupt):
 				s.logger.Error("state partition load failed", zap.Error(err))
 				wait = -1 // a damaged log needs an operator's repair; retrying cannot help
-			case errors.Is(err, statelog.ErrUnsupportedFormat), errors.Is(err, ErrUnknownValueVersion):
+			case errors.Is(err, statelog.ErrUnsupportedFormat), errors.Is(err, record.ErrUnknownValueVersion):
 				s.logger.Error("state partition load failed: its log holds data in a format this release does not read, "+
 					"written by a newer coordinatord; run that release or a later one (repair-log does not apply)", zap.Error(err))
 				wait = -1 // the same bytes would be read again
@@ -719,7 +720,7 @@ func (s *Shard) appendPending() error {
 			if s.metrics != nil {
 				s.metrics.records[kind].Inc()
 				s.metrics.bytes[kind].Add(float64(size))
-				s.metrics.group(groupOfMapKey(s.pend.keys[k]))[kind].Inc()
+				s.metrics.group(record.GroupOf(s.pend.keys[k]))[kind].Inc()
 			}
 		}
 		i = j

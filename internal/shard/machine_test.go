@@ -11,28 +11,31 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/record"
 )
 
 var (
-	testTopic = TopicID{0x3f, 0xa8, 0x5f, 0x64, 0x57, 0x17, 0x45, 0x62, 0xb3, 0xfc, 0x2c, 0x96, 0x3f, 0x66, 0xaf, 0xa6}
+	testTopic = record.TopicID{0x3f, 0xa8, 0x5f, 0x64, 0x57, 0x17, 0x45, 0x62, 0xb3, 0xfc, 0x2c, 0x96, 0x3f, 0x66, 0xaf, 0xa6}
 	testKey   = Key{GroupID: "group1", TopicID: testTopic, Partition: 0}
 )
 
 // initSharePartition replays the bare snapshot Kafka's tests start from.
 func initSharePartition(h *harness, k Key, stateEpoch int32) {
-	h.replay(Record{Type: RecordTypeSnapshot, Key: k, Snapshot: &SnapshotValue{StateEpoch: stateEpoch, LeaderEpoch: -1, StartOffset: -1, DeliveryCompleteCount: -1}})
+	h.replay(record.Record{Type: record.TypeSnapshot, Key: record.Key(k), Snapshot: &record.SnapshotValue{StateEpoch: stateEpoch, LeaderEpoch: -1, StartOffset: -1, DeliveryCompleteCount: -1}})
 }
 
 // writeAndReplayRecord is Kafka's helper: a read claiming leaderEpoch, then a default write.
 func writeAndReplayRecord(t *testing.T, h *harness, leaderEpoch int32) {
 	t.Helper()
 	rr := h.read(testKey, leaderEpoch)
-	if rr.Code != ErrNone {
+	if rr.Code != kafkaerr.None {
 		t.Fatalf("read: %+v", rr)
 	}
 	res := h.write(WriteRequest{Key: testKey, StartOffset: 0, DeliveryCompleteCount: 0, StateEpoch: rr.StateEpoch, LeaderEpoch: leaderEpoch,
 		StateBatches: bs(sb(0, 10, 0, 1))})
-	if res.Code != ErrNone {
+	if res.Code != kafkaerr.None {
 		t.Fatalf("write: %+v", res)
 	}
 	h.records()
@@ -44,13 +47,13 @@ func defaultWrite(le, se int32) WriteRequest {
 
 func TestReplayWithShareSnapshot(t *testing.T) {
 	h := newHarness(t, 500)
-	s1 := SnapshotValue{SnapshotEpoch: 0, StateEpoch: 0, StartOffset: 0, DeliveryCompleteCount: 11, LeaderEpoch: 1, StateBatches: bs(sb(0, 10, 0, 1))}
-	s2 := SnapshotValue{SnapshotEpoch: 1, StateEpoch: 1, StartOffset: 0, DeliveryCompleteCount: 13, LeaderEpoch: 2, StateBatches: bs(sb(11, 12, 0, 1))}
-	h.replay(Record{Type: RecordTypeSnapshot, Key: testKey, Snapshot: &s1})
+	s1 := record.SnapshotValue{SnapshotEpoch: 0, StateEpoch: 0, StartOffset: 0, DeliveryCompleteCount: 11, LeaderEpoch: 1, StateBatches: bs(sb(0, 10, 0, 1))}
+	s2 := record.SnapshotValue{SnapshotEpoch: 1, StateEpoch: 1, StartOffset: 0, DeliveryCompleteCount: 13, LeaderEpoch: 2, StateBatches: bs(sb(11, 12, 0, 1))}
+	h.replay(record.Record{Type: record.TypeSnapshot, Key: record.Key(testKey), Snapshot: &s1})
 	if v := h.m.view(testKey); !reflect.DeepEqual(v.Offset, s1) || v.MaxLeaderEpoch != 1 {
 		t.Fatalf("after first snapshot: %+v", v)
 	}
-	h.replay(Record{Type: RecordTypeSnapshot, Key: testKey, Snapshot: &s2})
+	h.replay(record.Record{Type: record.TypeSnapshot, Key: record.Key(testKey), Snapshot: &s2})
 	if v := h.m.view(testKey); !reflect.DeepEqual(v.Offset, s2) || v.MaxLeaderEpoch != 2 || *v.MaxStateEpoch != 1 {
 		t.Fatalf("after second snapshot: %+v", v)
 	}
@@ -69,12 +72,12 @@ func TestWriteValidationAndFencing(t *testing.T) {
 		{"negative state epoch", nil, defaultWrite(0, -1), invalid(msgNegativeState)},
 		{"negative partition is checked before the epochs", nil, func() WriteRequest { r := defaultWrite(-1, -1); r.Key.Partition = -1; return r }(), invalid(msgNegativePartition)},
 		{"fenced leader epoch", func(t *testing.T, h *harness) { initSharePartition(h, testKey, 0); writeAndReplayRecord(t, h, 1) },
-			defaultWrite(0, 0), withDefault(ErrFencedLeaderEpoch)},
+			defaultWrite(0, 0), withDefault(kafkaerr.FencedLeaderEpoch)},
 		{"fenced state epoch", func(t *testing.T, h *harness) { initSharePartition(h, testKey, 1) },
 			WriteRequest{Key: testKey, StartOffset: 0, DeliveryCompleteCount: 10, StateEpoch: 0, LeaderEpoch: 5, StateBatches: bs(sb(11, 20, 0, 1))},
-			withDefault(ErrFencedStateEpoch)},
+			withDefault(kafkaerr.FencedStateEpoch)},
 		{"leader epoch fencing precedes state epoch fencing", func(t *testing.T, h *harness) { initSharePartition(h, testKey, 3); writeAndReplayRecord(t, h, 4) },
-			defaultWrite(1, 1), withDefault(ErrFencedLeaderEpoch)},
+			defaultWrite(1, 1), withDefault(kafkaerr.FencedLeaderEpoch)},
 		{"higher epochs are accepted", func(t *testing.T, h *harness) { initSharePartition(h, testKey, 1); writeAndReplayRecord(t, h, 1) },
 			defaultWrite(7, 9), Result{}},
 		// Extra validation: before the state is consulted, so even an uninitialized key gets it.
@@ -106,7 +109,7 @@ func TestWriteValidationAndFencing(t *testing.T) {
 			if got != tt.want {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
-			if tt.want.Code != ErrNone {
+			if tt.want.Code != kafkaerr.None {
 				h.noRecord()
 				if after := h.m.view(tt.req.Key); !reflect.DeepEqual(after, before) {
 					t.Fatalf("a rejected write changed the state: %+v → %+v", before, after)
@@ -121,11 +124,11 @@ func TestWriteKeepsStoredEpochs(t *testing.T) {
 	h := newHarness(t, 500)
 	initSharePartition(h, testKey, 1)
 	writeAndReplayRecord(t, h, 2)
-	if res := h.write(defaultWrite(9, 8)); res.Code != ErrNone {
+	if res := h.write(defaultWrite(9, 8)); res.Code != kafkaerr.None {
 		t.Fatal(res)
 	}
 	r := h.lastRecord()
-	if r.Type != RecordTypeUpdate || r.Update.LeaderEpoch != 2 {
+	if r.Type != record.TypeUpdate || r.Update.LeaderEpoch != 2 {
 		t.Fatalf("record %+v: want an update with leader epoch 2", r)
 	}
 	v := h.m.view(testKey)
@@ -142,12 +145,12 @@ func TestWriteStateSuccess(t *testing.T) {
 	if res := h.write(req); res != (Result{}) {
 		t.Fatal(res)
 	}
-	want := UpdateValue{SnapshotEpoch: 0, LeaderEpoch: 0, StartOffset: 0, DeliveryCompleteCount: 11, StateBatches: bs(sb(0, 10, 0, 1))}
-	if r := h.lastRecord(); r.Type != RecordTypeUpdate || !reflect.DeepEqual(*r.Update, want) {
+	want := record.UpdateValue{SnapshotEpoch: 0, LeaderEpoch: 0, StartOffset: 0, DeliveryCompleteCount: 11, StateBatches: bs(sb(0, 10, 0, 1))}
+	if r := h.lastRecord(); r.Type != record.TypeUpdate || !reflect.DeepEqual(*r.Update, want) {
 		t.Fatalf("record %+v, want update %+v", r, want)
 	}
 	v := h.m.view(testKey)
-	wantState := SnapshotValue{StartOffset: 0, DeliveryCompleteCount: 11, StateBatches: bs(sb(0, 10, 0, 1))}
+	wantState := record.SnapshotValue{StartOffset: 0, DeliveryCompleteCount: 11, StateBatches: bs(sb(0, 10, 0, 1))}
 	if !reflect.DeepEqual(v.Offset, wantState) || v.MaxLeaderEpoch != 0 {
 		t.Fatalf("state %+v, want %+v", v.Offset, wantState)
 	}
@@ -161,7 +164,7 @@ func TestSubsequentWritesCombine(t *testing.T) {
 	h.records()
 	req2 := WriteRequest{Key: testKey, StartOffset: 0, DeliveryCompleteCount: 21, StateBatches: bs(sb(11, 20, 0, 1))}
 	h.write(req2)
-	if r := h.lastRecord(); r.Type != RecordTypeUpdate || r.Update.SnapshotEpoch != 0 || !slices.Equal(r.Update.StateBatches, req2.StateBatches) {
+	if r := h.lastRecord(); r.Type != record.TypeUpdate || r.Update.SnapshotEpoch != 0 || !slices.Equal(r.Update.StateBatches, req2.StateBatches) {
 		t.Fatalf("record %+v", r)
 	}
 	if got := h.m.view(testKey).Offset.StateBatches; !slices.Equal(got, bs(sb(0, 20, 0, 1))) {
@@ -175,7 +178,7 @@ func TestStartOffsetAndDeliveryCompleteCountRules(t *testing.T) {
 	tests := []struct {
 		name        string
 		req1, req2  WriteRequest
-		wantRecord2 UpdateValue
+		wantRecord2 record.UpdateValue
 		wantSO      int64
 		wantDCC     int32
 		wantBatches []StateBatch
@@ -184,42 +187,42 @@ func TestStartOffsetAndDeliveryCompleteCountRules(t *testing.T) {
 			name:        "start offset never regresses",
 			req1:        WriteRequest{StartOffset: 5, DeliveryCompleteCount: 10, StateEpoch: 5, LeaderEpoch: 3, StateBatches: bs(sb(11, 20, 4, 1))},
 			req2:        WriteRequest{StartOffset: 2, DeliveryCompleteCount: 10, StateEpoch: 5, LeaderEpoch: 3, StateBatches: bs(sb(0, 20, 0, 1))},
-			wantRecord2: UpdateValue{LeaderEpoch: 3, StartOffset: 5, DeliveryCompleteCount: 10, StateBatches: bs(sb(5, 20, 0, 1))},
+			wantRecord2: record.UpdateValue{LeaderEpoch: 3, StartOffset: 5, DeliveryCompleteCount: 10, StateBatches: bs(sb(5, 20, 0, 1))},
 			wantSO:      5, wantDCC: 10, wantBatches: bs(sb(5, 10, 0, 1), sb(11, 20, 4, 1)),
 		},
 		{
 			name:        "greater start offset takes the incoming count",
 			req1:        WriteRequest{StartOffset: 5, DeliveryCompleteCount: 10, StateEpoch: 5, LeaderEpoch: 3},
 			req2:        WriteRequest{StartOffset: 11, DeliveryCompleteCount: 4, StateEpoch: 5, LeaderEpoch: 3},
-			wantRecord2: UpdateValue{LeaderEpoch: 3, StartOffset: 11, DeliveryCompleteCount: 4},
+			wantRecord2: record.UpdateValue{LeaderEpoch: 3, StartOffset: 11, DeliveryCompleteCount: 4},
 			wantSO:      11, wantDCC: 4,
 		},
 		{
 			name:        "greater start offset takes the incoming count even when unknown",
 			req1:        WriteRequest{StartOffset: 5, DeliveryCompleteCount: 10, StateEpoch: 5, LeaderEpoch: 3},
 			req2:        WriteRequest{StartOffset: 11, DeliveryCompleteCount: -1, StateEpoch: 5, LeaderEpoch: 3},
-			wantRecord2: UpdateValue{LeaderEpoch: 3, StartOffset: 11, DeliveryCompleteCount: -1},
+			wantRecord2: record.UpdateValue{LeaderEpoch: 3, StartOffset: 11, DeliveryCompleteCount: -1},
 			wantSO:      11, wantDCC: -1,
 		},
 		{
 			name:        "equal start offset keeps the larger count",
 			req1:        WriteRequest{StartOffset: 11, DeliveryCompleteCount: 10, StateEpoch: 5, LeaderEpoch: 3},
 			req2:        WriteRequest{StartOffset: 11, DeliveryCompleteCount: 5, StateEpoch: 5, LeaderEpoch: 3},
-			wantRecord2: UpdateValue{LeaderEpoch: 3, StartOffset: 11, DeliveryCompleteCount: 10},
+			wantRecord2: record.UpdateValue{LeaderEpoch: 3, StartOffset: 11, DeliveryCompleteCount: 10},
 			wantSO:      11, wantDCC: 10,
 		},
 		{
 			name:        "smaller start offset keeps the stored count",
 			req1:        WriteRequest{StartOffset: 15, DeliveryCompleteCount: 10, StateEpoch: 5, LeaderEpoch: 3},
 			req2:        WriteRequest{StartOffset: 11, DeliveryCompleteCount: 20, StateEpoch: 5, LeaderEpoch: 3},
-			wantRecord2: UpdateValue{LeaderEpoch: 3, StartOffset: 15, DeliveryCompleteCount: 10},
+			wantRecord2: record.UpdateValue{LeaderEpoch: 3, StartOffset: 15, DeliveryCompleteCount: 10},
 			wantSO:      15, wantDCC: 10,
 		},
 		{
 			name:        "start offset -1 keeps the stored count",
 			req1:        WriteRequest{StartOffset: 15, DeliveryCompleteCount: 10, StateEpoch: 5, LeaderEpoch: 3},
 			req2:        WriteRequest{StartOffset: -1, DeliveryCompleteCount: 30, StateEpoch: 5, LeaderEpoch: 3},
-			wantRecord2: UpdateValue{LeaderEpoch: 3, StartOffset: 15, DeliveryCompleteCount: 10},
+			wantRecord2: record.UpdateValue{LeaderEpoch: 3, StartOffset: 15, DeliveryCompleteCount: 10},
 			wantSO:      15, wantDCC: 10,
 		},
 	}
@@ -229,11 +232,11 @@ func TestStartOffsetAndDeliveryCompleteCountRules(t *testing.T) {
 			initSharePartition(h, testKey, 5)
 			writeAndReplayRecord(t, h, 3)
 			tt.req1.Key, tt.req2.Key = testKey, testKey
-			if res := h.write(tt.req1); res.Code != ErrNone {
+			if res := h.write(tt.req1); res.Code != kafkaerr.None {
 				t.Fatal(res)
 			}
 			h.records()
-			if res := h.write(tt.req2); res.Code != ErrNone {
+			if res := h.write(tt.req2); res.Code != kafkaerr.None {
 				t.Fatal(res)
 			}
 			if r := h.lastRecord(); !reflect.DeepEqual(*r.Update, tt.wantRecord2) {
@@ -289,7 +292,7 @@ func TestReadCases(t *testing.T) {
 		h := newHarness(t, 500)
 		initSharePartition(h, testKey, 0)
 		writeAndReplayRecord(t, h, 5)
-		if got := h.read(testKey, 3); got.Result != withDefault(ErrFencedLeaderEpoch) {
+		if got := h.read(testKey, 3); got.Result != withDefault(kafkaerr.FencedLeaderEpoch) {
 			t.Fatalf("got %+v", got)
 		}
 		if v := h.m.view(testKey); v.MaxLeaderEpoch != 5 {
@@ -304,19 +307,19 @@ func TestReadCases(t *testing.T) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
 		r := h.lastRecord()
-		want := UpdateValue{SnapshotEpoch: 0, LeaderEpoch: 2, StartOffset: -1, DeliveryCompleteCount: -1}
-		if r.Type != RecordTypeUpdate || !reflect.DeepEqual(*r.Update, want) {
+		want := record.UpdateValue{SnapshotEpoch: 0, LeaderEpoch: 2, StartOffset: -1, DeliveryCompleteCount: -1}
+		if r.Type != record.TypeUpdate || !reflect.DeepEqual(*r.Update, want) {
 			t.Fatalf("record %+v, want update %+v", r, want)
 		}
 		if v := h.m.view(testKey); v.MaxLeaderEpoch != 2 || v.Offset.LeaderEpoch != 2 {
 			t.Fatalf("state %+v", v)
 		}
 		// The same epoch again: no record; an older leader's write is now fenced.
-		if got := h.read(testKey, 2); got.Code != ErrNone {
+		if got := h.read(testKey, 2); got.Code != kafkaerr.None {
 			t.Fatal(got)
 		}
 		h.noRecord()
-		if got := h.write(defaultWrite(1, 0)); got != withDefault(ErrFencedLeaderEpoch) {
+		if got := h.write(defaultWrite(1, 0)); got != withDefault(kafkaerr.FencedLeaderEpoch) {
 			t.Fatalf("old leader's write: %+v", got)
 		}
 	})
@@ -334,7 +337,7 @@ func TestReadSummary(t *testing.T) {
 	}
 	// No fencing for summaries; the leader epoch reported is the state's.
 	writeAndReplayRecord(t, h, 4)
-	if got := h.m.summary(&SummaryRequest{Key: testKey, LeaderEpoch: 1}); got.Code != ErrNone || got.LeaderEpoch != 4 {
+	if got := h.m.summary(&SummaryRequest{Key: testKey, LeaderEpoch: 1}); got.Code != kafkaerr.None || got.LeaderEpoch != 4 {
 		t.Fatalf("got %+v", got)
 	}
 	k := testKey
@@ -355,16 +358,16 @@ func TestNonSequentialBatchUpdates(t *testing.T) {
 	h.write(req)
 	r := h.lastRecord()
 	now := h.clock.Now().UnixMilli()
-	want := SnapshotValue{SnapshotEpoch: 3, StartOffset: 100, DeliveryCompleteCount: 0, StateBatches: req.StateBatches, CreateTimestamp: now, WriteTimestamp: now}
-	if r.Type != RecordTypeSnapshot || !reflect.DeepEqual(*r.Snapshot, want) {
+	want := record.SnapshotValue{SnapshotEpoch: 3, StartOffset: 100, DeliveryCompleteCount: 0, StateBatches: req.StateBatches, CreateTimestamp: now, WriteTimestamp: now}
+	if r.Type != record.TypeSnapshot || !reflect.DeepEqual(*r.Snapshot, want) {
 		t.Fatalf("record %+v, want snapshot %+v", r, want)
 	}
 	h.write(WriteRequest{Key: testKey, StartOffset: -1, DeliveryCompleteCount: 10, StateBatches: bs(sb(100, 109, 2, 1))})
 	h.write(WriteRequest{Key: testKey, StartOffset: 110, DeliveryCompleteCount: 10, StateBatches: bs(sb(120, 129, 2, 1))})
 	rs := h.records()
-	final := SnapshotValue{SnapshotEpoch: 5, StartOffset: 110, DeliveryCompleteCount: 10, CreateTimestamp: now, WriteTimestamp: now,
+	final := record.SnapshotValue{SnapshotEpoch: 5, StartOffset: 110, DeliveryCompleteCount: 10, CreateTimestamp: now, WriteTimestamp: now,
 		StateBatches: bs(sb(110, 119, 1, 2), sb(120, 129, 2, 1))}
-	if len(rs) != 2 || rs[1].Type != RecordTypeSnapshot || !reflect.DeepEqual(*rs[1].Snapshot, final) {
+	if len(rs) != 2 || rs[1].Type != record.TypeSnapshot || !reflect.DeepEqual(*rs[1].Snapshot, final) {
 		t.Fatalf("records %+v, want last snapshot %+v", rs, final)
 	}
 	if v := h.m.view(testKey); !reflect.DeepEqual(v.Offset, final) {
@@ -376,7 +379,7 @@ func TestSnapshotUpdateCountBoundary(t *testing.T) {
 	h := newHarness(t, 2)
 	initSharePartition(h, testKey, 0)
 	req := WriteRequest{Key: testKey, StartOffset: 0, StateBatches: bs(sb(0, 10, 0, 1))}
-	for i, want := range []RecordType{RecordTypeUpdate, RecordTypeUpdate, RecordTypeSnapshot, RecordTypeUpdate} {
+	for i, want := range []record.Type{record.TypeUpdate, record.TypeUpdate, record.TypeSnapshot, record.TypeUpdate} {
 		h.write(req)
 		if r := h.lastRecord(); r.Type != want {
 			t.Fatalf("write %d: %s, want %s", i+1, r.Type, want)
@@ -389,10 +392,10 @@ func cadence(t *testing.T, h *harness, k Key, n int) string {
 	t.Helper()
 	var sbd strings.Builder
 	for i := 0; i < n; i++ {
-		if res := h.write(WriteRequest{Key: k, StateEpoch: 2, StartOffset: int64(i), StateBatches: bs(sb(int64(i), int64(i)+3, 0, 1))}); res.Code != ErrNone {
+		if res := h.write(WriteRequest{Key: k, StateEpoch: 2, StartOffset: int64(i), StateBatches: bs(sb(int64(i), int64(i)+3, 0, 1))}); res.Code != kafkaerr.None {
 			t.Fatal(res)
 		}
-		if h.lastRecord().Type == RecordTypeSnapshot {
+		if h.lastRecord().Type == record.TypeSnapshot {
 			sbd.WriteByte('S')
 		} else {
 			sbd.WriteByte('u')
@@ -423,10 +426,10 @@ func TestSnapshotCadence(t *testing.T) {
 	for _, limit := range []int{200, 500, 1000} {
 		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
 			h := newHarness(t, limit)
-			if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+			if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != kafkaerr.None {
 				t.Fatal(res)
 			}
-			if h.lastRecord().Type != RecordTypeSnapshot {
+			if h.lastRecord().Type != record.TypeSnapshot {
 				t.Fatal("initialize did not write a snapshot")
 			}
 			n := 3*(limit+1) + 7
@@ -476,7 +479,7 @@ func TestSnapshotCadence(t *testing.T) {
 		var got strings.Builder
 		for le := int32(1); le <= 5; le++ {
 			h.read(testKey, le)
-			got.WriteString(map[RecordType]string{RecordTypeSnapshot: "S", RecordTypeUpdate: "u"}[h.lastRecord().Type])
+			got.WriteString(map[record.Type]string{record.TypeSnapshot: "S", record.TypeUpdate: "u"}[h.lastRecord().Type])
 		}
 		if got.String() != "uuuSu" {
 			t.Fatalf("got %s, want uuuSu", got.String())
@@ -522,8 +525,8 @@ func TestInitialize(t *testing.T) {
 			t.Fatal(res)
 		}
 		now := h.clock.Now().UnixMilli()
-		want := SnapshotValue{SnapshotEpoch: 0, StateEpoch: 5, LeaderEpoch: 0, StartOffset: 10, DeliveryCompleteCount: 0, CreateTimestamp: now, WriteTimestamp: now}
-		if r := h.lastRecord(); r.Type != RecordTypeSnapshot || !reflect.DeepEqual(*r.Snapshot, want) {
+		want := record.SnapshotValue{SnapshotEpoch: 0, StateEpoch: 5, LeaderEpoch: 0, StartOffset: 10, DeliveryCompleteCount: 0, CreateTimestamp: now, WriteTimestamp: now}
+		if r := h.lastRecord(); r.Type != record.TypeSnapshot || !reflect.DeepEqual(*r.Snapshot, want) {
 			t.Fatalf("record %+v, want %+v", r, want)
 		}
 		if v := h.m.view(testKey); *v.MaxStateEpoch != 5 {
@@ -587,11 +590,11 @@ func TestInitialize(t *testing.T) {
 			t.Fatal(res)
 		}
 		long := Key{GroupID: strings.Repeat("g", 1<<15), TopicID: testTopic}
-		if res := h.initialize(InitializeRequest{Key: long, StateEpoch: 1}); res.Code != ErrInvalidRequest || !strings.Contains(res.Message, "longer than") {
+		if res := h.initialize(InitializeRequest{Key: long, StateEpoch: 1}); res.Code != kafkaerr.InvalidRequest || !strings.Contains(res.Message, "longer than") {
 			t.Fatal(res)
 		}
-		h.replay(Record{Type: RecordTypeSnapshot, Key: testKey, Snapshot: &SnapshotValue{StateEpoch: 5}})
-		if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 0}); res != withDefault(ErrFencedStateEpoch) {
+		h.replay(record.Record{Type: record.TypeSnapshot, Key: record.Key(testKey), Snapshot: &record.SnapshotValue{StateEpoch: 5}})
+		if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 0}); res != withDefault(kafkaerr.FencedStateEpoch) {
 			t.Fatal(res)
 		}
 		h.noRecord()
@@ -611,11 +614,11 @@ func TestDelete(t *testing.T) {
 		t.Fatal(res)
 	}
 	h.noRecord()
-	h.replay(Record{Type: RecordTypeSnapshot, Key: testKey, Snapshot: &SnapshotValue{StateBatches: bs(sb(0, 10, 0, 1))}})
+	h.replay(record.Record{Type: record.TypeSnapshot, Key: record.Key(testKey), Snapshot: &record.SnapshotValue{StateBatches: bs(sb(0, 10, 0, 1))}})
 	if res := h.delete(testKey); res != (Result{}) {
 		t.Fatal(res)
 	}
-	if r := h.lastRecord(); !r.Tombstone || r.Type != RecordTypeSnapshot || r.Key != testKey {
+	if r := h.lastRecord(); !r.Tombstone || r.Type != record.TypeSnapshot || r.Key != record.Key(testKey) {
 		t.Fatalf("record %+v, want a tombstone", r)
 	}
 	if h.m.view(testKey) != nil {
@@ -639,8 +642,8 @@ func TestDelete(t *testing.T) {
 	}
 }
 
-func coldSnapshot(k Key, ts int64) Record {
-	return Record{Type: RecordTypeSnapshot, Key: k, Snapshot: &SnapshotValue{StartOffset: 0, DeliveryCompleteCount: 11,
+func coldSnapshot(k Key, ts int64) record.Record {
+	return record.Record{Type: record.TypeSnapshot, Key: record.Key(k), Snapshot: &record.SnapshotValue{StartOffset: 0, DeliveryCompleteCount: 11,
 		CreateTimestamp: ts, WriteTimestamp: ts, StateBatches: bs(sb(0, 10, 0, 1))}}
 }
 
@@ -671,7 +674,7 @@ func TestSnapshotColdPartitions(t *testing.T) {
 		if !reflect.DeepEqual(*r.Snapshot, want) {
 			t.Fatalf("record %+v, want %+v", *r.Snapshot, want)
 		}
-		h.replay(Record{Type: RecordTypeUpdate, Key: k0, Update: &UpdateValue{StartOffset: 0, DeliveryCompleteCount: 11, StateBatches: bs(sb(0, 10, 0, 1))}})
+		h.replay(record.Record{Type: record.TypeUpdate, Key: record.Key(k0), Update: &record.UpdateValue{StartOffset: 0, DeliveryCompleteCount: 11, StateBatches: bs(sb(0, 10, 0, 1))}})
 		h.clock.advance(12 * time.Second)
 		if v := h.m.view(k0); v.Offset.WriteTimestamp != ts+12000 {
 			t.Fatalf("write timestamp %d", v.Offset.WriteTimestamp)
@@ -706,7 +709,7 @@ func TestSnapshotColdPartitions(t *testing.T) {
 		if n := h.cold(); n != 1 {
 			t.Fatalf("%d records", n)
 		}
-		if r := h.lastRecord(); r.Key != k0 || r.Snapshot.SnapshotEpoch != 1 || r.Snapshot.CreateTimestamp != ts {
+		if r := h.lastRecord(); r.Key != record.Key(k0) || r.Snapshot.SnapshotEpoch != 1 || r.Snapshot.CreateTimestamp != ts {
 			t.Fatalf("record %+v", r)
 		}
 		if h.m.view(k1).Offset.WriteTimestamp != ts+15000 || h.m.view(k0).Offset.WriteTimestamp != ts+12000 {
@@ -781,7 +784,7 @@ func TestLastRedundantOffsetWithTombstones(t *testing.T) {
 	if _, ok := h.m.offsets.lastRedundant(); ok {
 		t.Fatal("offset 0 is never redundant")
 	}
-	if res := h.write(WriteRequest{Key: k1, StateEpoch: 1, StartOffset: 5}); res.Code != ErrNone { // offset 2: an update does not move it
+	if res := h.write(WriteRequest{Key: k1, StateEpoch: 1, StartOffset: 5}); res.Code != kafkaerr.None { // offset 2: an update does not move it
 		t.Fatal(res)
 	}
 	h.initialize(InitializeRequest{Key: k1, StateEpoch: 2, StartOffset: 0}) // offset 3
@@ -805,7 +808,7 @@ func TestRecordTooLarge(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	h := newHarness(t, 0) // limit 0: every write is a snapshot of the whole state
 	h.m = newMachine(zap.New(core), h.limits, h.clock.Now, 10*time.Second, 1024)
-	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != kafkaerr.None {
 		t.Fatal(res)
 	}
 	h.records()
@@ -815,7 +818,7 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 	before := h.m.view(testKey)
 	res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: many})
-	if res.Code != ErrUnknownServerError || !strings.Contains(res.Message, "exceeds the maximum record size of 1024 bytes") {
+	if res.Code != kafkaerr.UnknownServerError || !strings.Contains(res.Message, "exceeds the maximum record size of 1024 bytes") {
 		t.Fatalf("write of an oversized state: %+v", res)
 	}
 	h.noRecord()
@@ -873,7 +876,7 @@ func TestRecordTooLargeNamesTheOperation(t *testing.T) {
 			h.records()
 			h.m.maxRecord = 256
 			res := tt.op(h)
-			if res.Code != ErrUnknownServerError || !strings.HasPrefix(res.Message, tt.want) ||
+			if res.Code != kafkaerr.UnknownServerError || !strings.HasPrefix(res.Message, tt.want) ||
 				!strings.Contains(res.Message, "exceeds the maximum record size of 256 bytes") {
 				t.Fatalf("got %+v, want UNKNOWN_SERVER_ERROR with a message starting %q", res, tt.want)
 			}
@@ -891,7 +894,7 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	h := newHarness(t, 1000) // no snapshot during the test
 	h.m = newMachine(zap.New(core), h.limits, h.clock.Now, 10*time.Second, maxRecord)
-	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != kafkaerr.None {
 		t.Fatal(res)
 	}
 	var res Result
@@ -903,15 +906,15 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 			next += 2
 		}
 		start++ // every write advances the start offset, below every batch: it drops nothing
-		if res = h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: add}); res.Code != ErrNone {
+		if res = h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: add}); res.Code != kafkaerr.None {
 			break
 		}
 	}
-	if res.Code != ErrUnknownServerError || !strings.Contains(res.Message, "to shrink the state first") {
+	if res.Code != kafkaerr.UnknownServerError || !strings.Contains(res.Message, "to shrink the state first") {
 		t.Fatalf("growing write: %+v", res)
 	}
 	grown := len(h.m.view(testKey).Offset.StateBatches)
-	if size := snapshotSizeBound(h.m.lookup(testKey).key, grown, -1); size > maxRecord {
+	if size := record.SnapshotSizeBound(h.m.lookup(testKey).key, grown, -1); size > maxRecord {
 		t.Fatalf("the state grew to a %d-byte snapshot, past the %d-byte limit", size, maxRecord)
 	}
 	if n := logs.FilterMessageSnippet("cannot write the state record").Len(); n != 1 {
@@ -920,14 +923,14 @@ func TestStateGrowthStopsAtRecordLimit(t *testing.T) {
 	// With the limit halved (a lower record limit after a restart, say) the state is over it: a
 	// write that leaves as many batches (it re-acknowledges one as it is) still goes through.
 	h.m.maxRecord = maxRecord / 2
-	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: bs(sb(1000, 1000, 0, 1))}); r.Code != ErrNone {
+	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: start, StateBatches: bs(sb(1000, 1000, 0, 1))}); r.Code != kafkaerr.None {
 		t.Fatalf("write leaving an oversized state as large as it was: %+v", r)
 	}
-	if r := h.read(testKey, 2); r.Code != ErrNone {
+	if r := h.read(testKey, 2); r.Code != kafkaerr.None {
 		t.Fatalf("read claiming a leader epoch: %+v", r)
 	}
 	// Archiving everything written collapses the state to one batch, without moving the start.
-	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 2, StartOffset: start, StateBatches: bs(sb(1000, next, 4, 1))}); r.Code != ErrNone {
+	if r := h.write(WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 2, StartOffset: start, StateBatches: bs(sb(1000, next, 4, 1))}); r.Code != kafkaerr.None {
 		t.Fatalf("write archiving every record: %+v", r)
 	}
 	if got := len(h.m.view(testKey).Offset.StateBatches); got != 1 {
@@ -942,30 +945,30 @@ func BenchmarkWriteAtRecordLimit(b *testing.B) {
 	const maxRecord = 1 << 20
 	h := newHarness(b, 1<<30)
 	h.m = newMachine(zap.NewNop(), h.limits, h.clock.Now, 10*time.Second, maxRecord)
-	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != ErrNone {
+	if res := h.initialize(InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}); res.Code != kafkaerr.None {
 		b.Fatal(res)
 	}
 	mk := h.m.lookup(testKey).key
 	n := 0
-	for snapshotSizeBound(mk, n+1, -1) <= maxRecord {
+	for record.SnapshotSizeBound(mk, n+1, -1) <= maxRecord {
 		n++
 	}
 	many := make([]StateBatch, n)
 	for i := range many {
 		many[i] = sb(int64(2*i), int64(2*i), 0, 1)
 	}
-	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: many}); res.Code != ErrNone {
+	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: many}); res.Code != kafkaerr.None {
 		b.Fatal(res)
 	}
 	past := int64(2*n + 5)
-	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(past, past, 0, 1))}); res.Code != ErrUnknownServerError {
+	if res := h.write(WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(past, past, 0, 1))}); res.Code != kafkaerr.UnknownServerError {
 		b.Fatalf("a growing write at the limit: %+v, want it refused", res)
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		o := int64(2 * (i % n))
-		if res := h.m.write(&WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(o, o, 0, 1))}, &h.p); res.Code != ErrNone {
+		if res := h.m.write(&WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(o, o, 0, 1))}, &h.p); res.Code != kafkaerr.None {
 			b.Fatal(res)
 		}
 		h.p.reset(0)
@@ -996,7 +999,7 @@ func TestSnapshotColdInSteps(t *testing.T) {
 	if step(1) {
 		t.Fatal("done after one key")
 	}
-	if r := h.lastRecord(); r.Key != keys[0] || r.Snapshot.WriteTimestamp != ts+12000 {
+	if r := h.lastRecord(); r.Key != record.Key(keys[0]) || r.Snapshot.WriteTimestamp != ts+12000 {
 		t.Fatalf("first record %+v, want the oldest snapshot's key %v", r, keys[0])
 	}
 	h.delete(keys[1])
@@ -1007,7 +1010,7 @@ func TestSnapshotColdInSteps(t *testing.T) {
 		t.Fatalf("written %d, want 2", j.written)
 	}
 	recs := h.records()
-	if len(recs) != 1 || recs[0].Key != keys[3] || recs[0].Snapshot.StartOffset != 4 || recs[0].Snapshot.CreateTimestamp != ts {
+	if len(recs) != 1 || recs[0].Key != record.Key(keys[3]) || recs[0].Snapshot.StartOffset != 4 || recs[0].Snapshot.CreateTimestamp != ts {
 		t.Fatalf("records %+v, want one cold snapshot of %v with the update applied", recs, keys[3])
 	}
 	if v := h.m.view(keys[2]); v.Offset.StateEpoch != 5 || v.Offset.WriteTimestamp != h.clock.Now().UnixMilli() {
@@ -1023,7 +1026,7 @@ func TestMachineLogIsSampled(t *testing.T) {
 	m := newMachine(zap.New(core), fixedLimit(500), time.Now, 0, 0)
 	var p pending
 	for i := range 1000 {
-		if r := m.delete(&DeleteRequest{Key: Key{GroupID: "g", TopicID: testTopic, Partition: int32(i)}}, &p); r.Code != ErrNone {
+		if r := m.delete(&DeleteRequest{Key: Key{GroupID: "g", TopicID: testTopic, Partition: int32(i)}}, &p); r.Code != kafkaerr.None {
 			t.Fatal(r)
 		}
 	}

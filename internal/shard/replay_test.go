@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/coordinatord/coordinatord/internal/record"
 )
 
 // modelKey is the per-key state of Kafka's ShareCoordinatorShard replay as the reference model
@@ -30,7 +32,7 @@ func (g *replayGen) batch(first int64) StateBatch {
 	return sb(first, first+int64(g.r.IntN(6)), []int{0, 1, 2, 4}[g.r.IntN(4)], g.r.IntN(3))
 }
 
-func (g *replayGen) update(mk string) *UpdateValue {
+func (g *replayGen) update(mk string) *record.UpdateValue {
 	r := g.r
 	f, so := g.frontier[mk], g.start[mk]
 	var add []StateBatch
@@ -78,10 +80,10 @@ func (g *replayGen) update(mk string) *UpdateValue {
 		}
 		g.start[mk] = start
 	}
-	return &UpdateValue{SnapshotEpoch: 1, LeaderEpoch: int32(r.IntN(3)) - 1, StartOffset: start, StateBatches: add, DeliveryCompleteCount: int32(r.IntN(5)) - 1}
+	return &record.UpdateValue{SnapshotEpoch: 1, LeaderEpoch: int32(r.IntN(3)) - 1, StartOffset: start, StateBatches: add, DeliveryCompleteCount: int32(r.IntN(5)) - 1}
 }
 
-func (g *replayGen) snapshot(mk string) *SnapshotValue {
+func (g *replayGen) snapshot(mk string) *record.SnapshotValue {
 	so := g.start[mk]
 	var batches []StateBatch
 	off := max(so, 0)
@@ -93,7 +95,7 @@ func (g *replayGen) snapshot(mk string) *SnapshotValue {
 	if g.r.IntN(4) == 0 && len(batches) > 1 {
 		batches[0], batches[1] = batches[1], batches[0] // not canonical
 	}
-	return &SnapshotValue{SnapshotEpoch: 2, StateEpoch: 1, StartOffset: so, StateBatches: batches, DeliveryCompleteCount: -1}
+	return &record.SnapshotValue{SnapshotEpoch: 2, StateEpoch: 1, StartOffset: so, StateBatches: batches, DeliveryCompleteCount: -1}
 }
 
 // TestReplayMatchesModel replays long random record streams and compares every key's start offset
@@ -108,7 +110,7 @@ func TestReplayMatchesModel(t *testing.T) {
 			model := map[string]*modelKey{}
 			var keys []string
 			for i := 0; i < 4; i++ {
-				mk, _ := encodeMapKey(Key{GroupID: "g", TopicID: testTopic, Partition: int32(i)})
+				mk, _ := record.EncodeKey(record.Key{GroupID: "g", TopicID: testTopic, Partition: int32(i)})
 				keys = append(keys, mk)
 			}
 			for off := int64(0); off < 1500; off++ {
@@ -116,15 +118,15 @@ func TestReplayMatchesModel(t *testing.T) {
 				var raw []byte
 				switch p := g.r.IntN(100); {
 				case p < 2:
-					raw = appendTombstoneRecord(nil, mk)
+					raw = record.AppendTombstone(nil, mk)
 					delete(model, mk)
 				case p < 7:
 					v := g.snapshot(mk)
-					raw = appendSnapshotRecord(nil, mk, v)
+					raw = record.AppendSnapshot(nil, mk, v)
 					model[mk] = &modelKey{startOffset: v.StartOffset, batches: slices.Clone(v.StateBatches)}
 				default:
 					v := g.update(mk)
-					raw = appendUpdateRecord(nil, mk, v)
+					raw = record.AppendUpdate(nil, mk, v)
 					if mo := model[mk]; mo == nil {
 						model[mk] = &modelKey{startOffset: v.StartOffset, batches: slices.Clone(v.StateBatches)}
 					} else {
@@ -160,12 +162,12 @@ func TestReplayMatchesModel(t *testing.T) {
 // batches) allocates nothing once the key's batches have reached their size.
 func TestReplayUpdateDoesNotAllocate(t *testing.T) {
 	m := newMachine(zaptest.NewLogger(t), fixedLimit(1000), time.Now, 0, 0)
-	mk, _ := encodeMapKey(Key{GroupID: "group", TopicID: testTopic, Partition: 3})
-	snapshot := appendSnapshotRecord(nil, mk, &SnapshotValue{StateEpoch: 1, StateBatches: manyBatches(50), DeliveryCompleteCount: -1})
+	mk, _ := record.EncodeKey(record.Key{GroupID: "group", TopicID: testTopic, Partition: 3})
+	snapshot := record.AppendSnapshot(nil, mk, &record.SnapshotValue{StateEpoch: 1, StateBatches: manyBatches(50), DeliveryCompleteCount: -1})
 	records := make([][]byte, 64)
 	for i := range records {
 		first := int64(500 + 20*i)
-		records[i] = appendUpdateRecord(nil, mk, &UpdateValue{LeaderEpoch: 1, StartOffset: first - 480,
+		records[i] = record.AppendUpdate(nil, mk, &record.UpdateValue{LeaderEpoch: 1, StartOffset: first - 480,
 			StateBatches: bs(sb(first, first+9, 2, 1), sb(first+10, first+19, 4, 1)), DeliveryCompleteCount: 20})
 	}
 	// A cycle is the snapshot then its updates, so that the offsets keep moving forward.

@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -150,9 +152,9 @@ type Shard struct {
 // Failed: operations get COORDINATOR_NOT_AVAILABLE with a message carrying the cause, and the load
 // is retried with backoff unless the log is corrupt (which needs an operator's repair), holds
 // data of a format this release does not read (statelog.ErrUnsupportedFormat,
-// ErrUnknownValueVersion: a newer release wrote it), a file-system sync failed, or the load could
-// not sync what it found (statelog.ErrNotDurable): those last two need the page cache dropped,
-// then a restart of the process.
+// record.ErrUnknownValueVersion: a newer release wrote it), a file-system sync failed, or the load
+// could not sync what it found (statelog.ErrNotDurable): those last two need the page cache
+// dropped, then a restart of the process.
 func Open(logger *zap.Logger, provider Provider, opts Options) *Shard {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -358,7 +360,7 @@ func (s *Shard) SnapshotColdPartitions(ctx context.Context) (int, error) {
 // resultError turns the failure of a control operation into an error.
 func resultError(r Result) error {
 	switch r.Code {
-	case ErrCoordinatorLoadInProgress:
+	case kafkaerr.CoordinatorLoadInProgress:
 		return fmt.Errorf("%w: %s", ErrLoading, r.Message)
 	default:
 		return fmt.Errorf("%w: %s", ErrNotAvailable, r.Message)
@@ -448,7 +450,7 @@ func (o *op) refuse(r Result) {
 }
 
 func notAvailable(msg string) Result {
-	return Result{Code: ErrCoordinatorNotAvailable, Message: msg}
+	return Result{Code: kafkaerr.CoordinatorNotAvailable, Message: msg}
 }
 
 // storageFailure says in a few words, for a client, what kind of storage failure err is, with
@@ -463,7 +465,7 @@ func storageFailure(err error) string {
 	switch {
 	case errors.As(err, &ce):
 		return "its state log is damaged and waits for an operator"
-	case errors.Is(err, statelog.ErrUnsupportedFormat), errors.Is(err, ErrUnknownValueVersion):
+	case errors.Is(err, statelog.ErrUnsupportedFormat), errors.Is(err, record.ErrUnknownValueVersion):
 		return "its state log holds data in a format this release does not read (written by a newer coordinatord)"
 	case errors.Is(err, statelog.ErrSyncFailed):
 		return "a file-system sync of the data directory failed" + cause + "; the server must be restarted"
@@ -490,11 +492,11 @@ func (s *Shard) gate() (Result, bool) {
 		case st.State != Loading:
 			return s.gate() // it changed meanwhile
 		case st.Err != nil:
-			return Result{Code: ErrCoordinatorLoadInProgress, Message: fmt.Sprintf(
+			return Result{Code: kafkaerr.CoordinatorLoadInProgress, Message: fmt.Sprintf(
 				"The coordinator is loading: state partition %d is reloading its log after an append failed: %s.",
 				s.opts.Partition, storageFailure(st.Err))}, false
 		}
-		return withDefault(ErrCoordinatorLoadInProgress), false
+		return withDefault(kafkaerr.CoordinatorLoadInProgress), false
 	case Closed:
 		return s.closedResult(), false
 	}
@@ -536,7 +538,7 @@ func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
 		refused = notApplied(fmt.Sprintf("the shard did not accept it within the write timeout of %v", s.opts.WriteTimeout))
 	}
 	s.submitters.Done()
-	if refused.Code != ErrNone {
+	if refused.Code != kafkaerr.None {
 		return refused, false
 	}
 

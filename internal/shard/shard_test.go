@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -131,7 +133,7 @@ func key(i int) Key {
 
 func mustOK(t testing.TB, r Result) {
 	t.Helper()
-	if r.Code != ErrNone {
+	if r.Code != kafkaerr.None {
 		t.Fatalf("result %v: %s", r.Code, r.Message)
 	}
 }
@@ -162,7 +164,7 @@ func TestShardServesAndReloads(t *testing.T) {
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1, StartOffset: 0}))
 	mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 0, StartOffset: 5, DeliveryCompleteCount: 2, StateBatches: bs(sb(5, 9, 2, 1))}))
 	rr := s.Read(ctx, ReadRequest{Key: testKey, LeaderEpoch: 4})
-	if rr.Code != ErrNone || rr.StartOffset != 5 || len(rr.StateBatches) != 1 {
+	if rr.Code != kafkaerr.None || rr.StartOffset != 5 || len(rr.StateBatches) != 1 {
 		t.Fatalf("read %+v", rr)
 	}
 	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.LeaderEpoch != 4 || got.DeliveryCompleteCount != 2 {
@@ -177,7 +179,7 @@ func TestShardServesAndReloads(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal("second close:", err)
 	}
-	if r := s.Write(ctx, WriteRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "closed") {
+	if r := s.Write(ctx, WriteRequest{Key: testKey}); r.Code != kafkaerr.CoordinatorNotAvailable || !strings.Contains(r.Message, "closed") {
 		t.Fatalf("write after close: %+v", r)
 	}
 	want := s.m
@@ -199,7 +201,7 @@ func TestShardLoadingAnswersLoadInProgress(t *testing.T) {
 	s := ts.open(nil)
 	defer s.Close()
 	ctx := context.Background()
-	if r := s.Write(ctx, WriteRequest{Key: testKey}); r.Code != ErrCoordinatorLoadInProgress || r.Message != ErrCoordinatorLoadInProgress.DefaultMessage() {
+	if r := s.Write(ctx, WriteRequest{Key: testKey}); r.Code != kafkaerr.CoordinatorLoadInProgress || r.Message != kafkaerr.CoordinatorLoadInProgress.DefaultMessage() {
 		t.Fatalf("write while loading: %+v", r)
 	}
 	if _, err := s.Prune(ctx); !errors.Is(err, ErrLoading) {
@@ -291,7 +293,7 @@ func TestShardGroupCommit(t *testing.T) {
 			release()
 			wg.Wait()
 			for i, r := range results {
-				if r.Code != ErrNone {
+				if r.Code != kafkaerr.None {
 					t.Fatalf("write %d: %+v", i, r)
 				}
 			}
@@ -341,7 +343,7 @@ func TestShardWriteTimeout(t *testing.T) {
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
 	release := ts.log().holdAppends(nil)
 	r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 7})
-	if r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "write timeout") || !strings.Contains(r.Message, "may still be applied") {
+	if r.Code != kafkaerr.CoordinatorNotAvailable || !strings.Contains(r.Message, "write timeout") || !strings.Contains(r.Message, "may still be applied") {
 		t.Fatalf("timed-out write: %+v", r)
 	}
 	release()
@@ -366,7 +368,7 @@ func TestShardContextCancelledBeforeApply(t *testing.T) {
 	waitQueued(t, s, 1)
 	cancel()
 	r := <-second
-	if r.Code != ErrCoordinatorNotAvailable || !strings.Contains(r.Message, "not applied") {
+	if r.Code != kafkaerr.CoordinatorNotAvailable || !strings.Contains(r.Message, "not applied") {
 		t.Fatalf("cancelled write: %+v", r)
 	}
 	release()
@@ -374,7 +376,7 @@ func TestShardContextCancelledBeforeApply(t *testing.T) {
 	if got := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); got.StartOffset != 1 {
 		t.Fatalf("a cancelled write was applied: %+v", got)
 	}
-	if r := s.Write(cctx, WriteRequest{Key: testKey}); r.Code != ErrCoordinatorNotAvailable {
+	if r := s.Write(cctx, WriteRequest{Key: testKey}); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("write with a done context: %+v", r)
 	}
 }
@@ -663,7 +665,7 @@ func TestShardColdJobYieldsBetweenChunks(t *testing.T) {
 	}
 	var got []string
 	if err := ts.log().Replay(n, func(off int64, raw []byte) error {
-		r, err := DecodeRecord(raw)
+		r, err := record.Decode(raw)
 		if err != nil {
 			return err
 		}

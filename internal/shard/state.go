@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/coordinatord/coordinatord/internal/record"
 )
 
 // entry is the state of one share partition: Kafka's shareStateMap value (ShareGroupOffset) plus
@@ -119,7 +121,7 @@ type machine struct {
 	offsets offsetsList
 	comb    combiner
 	scratch []StateBatch
-	skipped map[RecordType]int64 // unknown record types seen during a load
+	skipped map[record.Type]int64 // unknown record types seen during a load
 }
 
 // newMachine returns an empty machine. Its log entries are per key, and a single request can name
@@ -143,37 +145,37 @@ func (m *machine) reset() {
 }
 
 func (m *machine) limit(mk string) int {
-	return m.provider.SnapshotUpdateRecordsPerSnapshot(groupOfMapKey(mk))
+	return m.provider.SnapshotUpdateRecordsPerSnapshot(record.GroupOf(mk))
 }
 
 // replayRaw replays one encoded record at offset (the load path). Unknown record types are
 // skipped; every other decoding error is returned.
 func (m *machine) replayRaw(offset int64, raw []byte) error {
 	// d is per call, so that nothing keeps raw (the caller's buffer) alive after it.
-	var d decodedRecord
+	var d record.Decoded
 	var err error
-	m.scratch, err = decodeRecordInto(raw, &d, m.scratch)
+	m.scratch, err = record.DecodeInto(raw, &d, m.scratch)
 	if err != nil {
-		if errors.Is(err, ErrUnknownRecordType) {
-			m.skip(d.typ, offset)
+		if errors.Is(err, record.ErrUnknownRecordType) {
+			m.skip(d.Type, offset)
 			return nil
 		}
 		return fmt.Errorf("decode record at offset %d: %w", offset, err)
 	}
-	e := m.states[string(d.mapKey)]
+	e := m.states[string(d.Key)]
 	switch {
-	case d.tombstone:
+	case d.Tombstone:
 		m.applyTombstone(e, offset)
-	case d.typ == RecordTypeSnapshot:
+	case d.Type == record.TypeSnapshot:
 		isNew := e == nil
 		if isNew {
-			e = m.newEntry(string(d.mapKey))
+			e = m.newEntry(string(d.Key))
 		}
-		m.applySnapshot(e, isNew, &d.snap, offset)
+		m.applySnapshot(e, isNew, &d.Snapshot, offset)
 	case e == nil: // an update of a key without state
-		m.initFromUpdate(m.newEntry(string(d.mapKey)), &d.upd)
+		m.initFromUpdate(m.newEntry(string(d.Key)), &d.Update)
 	default:
-		m.applyUpdate(e, &d.upd)
+		m.applyUpdate(e, &d.Update)
 	}
 	return nil
 }
@@ -186,9 +188,9 @@ func (m *machine) newEntry(mk string) *entry {
 }
 
 // skip counts a record of unknown type, warning on the first of each type.
-func (m *machine) skip(t RecordType, offset int64) {
+func (m *machine) skip(t record.Type, offset int64) {
 	if m.skipped == nil {
-		m.skipped = make(map[RecordType]int64)
+		m.skipped = make(map[record.Type]int64)
 	}
 	if m.skipped[t] == 0 {
 		m.logger.Warn("skipping record of unknown type", zap.Int16("type", int16(t)), zap.Int64("offset", offset))
@@ -198,7 +200,7 @@ func (m *machine) skip(t RecordType, offset int64) {
 
 // applySnapshot replays a snapshot value for e (as Kafka's ShareCoordinatorShard replays it); isNew
 // tells that e was just created.
-func (m *machine) applySnapshot(e *entry, isNew bool, v *SnapshotValue, offset int64) {
+func (m *machine) applySnapshot(e *entry, isNew bool, v *record.SnapshotValue, offset int64) {
 	if isNew || v.LeaderEpoch > e.maxLeaderEpoch {
 		e.maxLeaderEpoch = v.LeaderEpoch
 	}
@@ -230,7 +232,7 @@ func (m *machine) applySnapshot(e *entry, isNew bool, v *SnapshotValue, offset i
 
 // initFromUpdate makes a new key's state from an update (no snapshot seen): Kafka stores the
 // update itself, with state epoch 0 and no timestamps.
-func (m *machine) initFromUpdate(e *entry, v *UpdateValue) {
+func (m *machine) initFromUpdate(e *entry, v *record.UpdateValue) {
 	e.maxLeaderEpoch = v.LeaderEpoch
 	e.snapshotEpoch = v.SnapshotEpoch
 	e.leaderEpoch = v.LeaderEpoch
@@ -243,7 +245,7 @@ func (m *machine) initFromUpdate(e *entry, v *UpdateValue) {
 }
 
 // applyUpdate merges an update into an existing key (as Kafka's ShareCoordinatorShard replays it).
-func (m *machine) applyUpdate(e *entry, v *UpdateValue) {
+func (m *machine) applyUpdate(e *entry, v *record.UpdateValue) {
 	if v.LeaderEpoch > e.maxLeaderEpoch {
 		e.maxLeaderEpoch = v.LeaderEpoch
 	}
@@ -282,8 +284,8 @@ func (e *entry) setCanonical(ok bool) {
 }
 
 // snapshotOf returns e's state as a snapshot value (batches aliased).
-func (e *entry) snapshotOf() SnapshotValue {
-	return SnapshotValue{
+func (e *entry) snapshotOf() record.SnapshotValue {
+	return record.SnapshotValue{
 		SnapshotEpoch: e.snapshotEpoch, StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch,
 		StartOffset: e.startOffset, CreateTimestamp: e.createTS, WriteTimestamp: e.writeTS,
 		StateBatches: e.batches, DeliveryCompleteCount: e.dcc,
@@ -361,12 +363,6 @@ func (e errStateTooLarge) Error() string {
 		"most %d bytes can hold; acknowledge or archive records, or advance the start offset, to shrink the state first", e.batches, e.limit)
 }
 
-// snapshotSizeBound is an upper bound on the size of a snapshot record of the key mk with n state
-// batches (its varints counted at their longest).
-func snapshotSizeBound(mk string, n int, dcc int32) int {
-	return 5 + 2 + len(mk) + 5 + snapshotFixedSize + batchesSize(n) + taggedSize(dcc)
-}
-
 // add finishes the record just appended to p.buf (from start) or rolls it back if too large.
 func (m *machine) add(p *pending, start int, kind recordKind, mk string) error {
 	if size := len(p.buf) - start; m.maxRecord > 0 && size > m.maxRecord {
@@ -380,9 +376,9 @@ func (m *machine) add(p *pending, start int, kind recordKind, mk string) error {
 }
 
 // writeSnapshot encodes a snapshot record for key mk, then replays it (e nil: new key).
-func (m *machine) writeSnapshot(p *pending, mk string, e *entry, v *SnapshotValue) error {
+func (m *machine) writeSnapshot(p *pending, mk string, e *entry, v *record.SnapshotValue) error {
 	start := len(p.buf)
-	p.buf = appendSnapshotRecord(p.buf, mk, v)
+	p.buf = record.AppendSnapshot(p.buf, mk, v)
 	off := p.nextOffset()
 	if err := m.add(p, start, kindSnapshot, mk); err != nil {
 		return err
@@ -396,9 +392,9 @@ func (m *machine) writeSnapshot(p *pending, mk string, e *entry, v *SnapshotValu
 }
 
 // writeUpdate encodes an update record for the existing key e, then replays it.
-func (m *machine) writeUpdate(p *pending, e *entry, v *UpdateValue) error {
+func (m *machine) writeUpdate(p *pending, e *entry, v *record.UpdateValue) error {
 	start := len(p.buf)
-	p.buf = appendUpdateRecord(p.buf, e.key, v)
+	p.buf = record.AppendUpdate(p.buf, e.key, v)
 	if err := m.add(p, start, kindUpdate, e.key); err != nil {
 		return err
 	}
@@ -409,7 +405,7 @@ func (m *machine) writeUpdate(p *pending, e *entry, v *UpdateValue) error {
 // writeTombstone encodes a tombstone for the existing key e, then replays it.
 func (m *machine) writeTombstone(p *pending, e *entry) error {
 	start := len(p.buf)
-	p.buf = appendTombstoneRecord(p.buf, e.key)
+	p.buf = record.AppendTombstone(p.buf, e.key)
 	off := p.nextOffset()
 	if err := m.add(p, start, kindTombstone, e.key); err != nil {
 		return err

@@ -1,13 +1,14 @@
 package shard
 
-// StateBatch is one range of offsets with its delivery information. LastOffset is
-// inclusive. DeliveryState is Kafka's byte: 0 available, 1 acquired, 2 acknowledged, 4 archived.
-type StateBatch struct {
-	FirstOffset   int64
-	LastOffset    int64
-	DeliveryState int8
-	DeliveryCount int16
-}
+import (
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/record"
+)
+
+// StateBatch is one range of offsets with its delivery information, as requests, results and
+// records all carry it: the stored batch itself (record.StateBatch), so that a write's batches go
+// into its record and a record's into the state without a conversion.
+type StateBatch = record.StateBatch
 
 // InitializeRequest is one key of InitializeShareGroupState (Kafka's initializeState). StartOffset
 // -1 means "not initialized yet".
@@ -48,11 +49,11 @@ type SummaryRequest struct {
 
 // Result is the per-key outcome of an operation. Message "" means none.
 type Result struct {
-	Code    ErrorCode
+	Code    kafkaerr.Code
 	Message string
 }
 
-// ReadResult is the outcome of Read; the state fields are set only when Code is ErrNone.
+// ReadResult is the outcome of Read; the state fields are set only when Code is kafkaerr.None.
 type ReadResult struct {
 	Result
 	StateEpoch   int32
@@ -61,7 +62,7 @@ type ReadResult struct {
 }
 
 // SummaryResult is the outcome of ReadSummary; the state fields are set only when Code is
-// ErrNone (an absent key reports the sentinels StateEpoch 0, LeaderEpoch 0, StartOffset -1,
+// kafkaerr.None (an absent key reports the sentinels StateEpoch 0, LeaderEpoch 0, StartOffset -1,
 // DeliveryCompleteCount -1).
 type SummaryResult struct {
 	Result

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
-	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/record"
 )
 
 // Kind is the RPC a phase sends.
@@ -100,7 +100,7 @@ func (c Config) Validate() error {
 	if c.GroupID == "" {
 		errs = append(errs, errors.New("group: want a group id"))
 	}
-	if _, err := shard.ParseTopicID(c.TopicID); err != nil {
+	if _, err := record.ParseTopicID(c.TopicID); err != nil {
 		errs = append(errs, fmt.Errorf("topic id: %w", err))
 	}
 	seen := map[Kind]bool{}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
 )
@@ -183,7 +184,7 @@ func TestRunAgainstServer(t *testing.T) {
 type unavailable struct{ service.Partition }
 
 func (unavailable) Write(context.Context, shard.WriteRequest) shard.Result {
-	return shard.Result{Code: shard.ErrCoordinatorNotAvailable, Message: "reloading"}
+	return shard.Result{Code: kafkaerr.CoordinatorNotAvailable, Message: "reloading"}
 }
 
 func TestRunCountsFailures(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/shard"
 )
 
@@ -169,7 +170,7 @@ func Generate(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec
 		wg.Go(func() {
 			var buf []shard.StateBatch
 			for i := w; i < len(parts); i += workers {
-				if r := route[i].Initialize(ctx, parts[i].Initialize()); r.Code != shard.ErrNone {
+				if r := route[i].Initialize(ctx, parts[i].Initialize()); r.Code != kafkaerr.None {
 					errs[w] = fmt.Errorf("initialize %v: %s: %s", parts[i].Key(), r.Code, r.Message)
 					return
 				}
@@ -178,7 +179,7 @@ func Generate(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec
 				for i := w; i < len(parts); i += workers {
 					req := parts[i].Next(buf)
 					buf = req.StateBatches
-					if r := route[i].Write(ctx, req); r.Code != shard.ErrNone {
+					if r := route[i].Write(ctx, req); r.Code != kafkaerr.None {
 						errs[w] = fmt.Errorf("write %v: %s: %s", parts[i].Key(), r.Code, r.Message)
 						return
 					}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/shard"
 )
 
@@ -73,7 +74,7 @@ func (d *driver) initialize(ctx context.Context) error {
 		var buf []shard.StateBatch
 		for i := w; i < len(all); i += d.workers {
 			p := all[i]
-			if r := d.s.Initialize(ctx, p.Initialize()); r.Code != shard.ErrNone {
+			if r := d.s.Initialize(ctx, p.Initialize()); r.Code != kafkaerr.None {
 				return fmt.Errorf("initialize %v: %s: %s", p.Key(), r.Code, r.Message)
 			}
 			if i >= len(d.parts) {
@@ -89,7 +90,7 @@ func (d *driver) initialize(ctx context.Context) error {
 func (d *driver) write(ctx context.Context, p *workload.Partition, buf *[]shard.StateBatch) error {
 	req := p.Next(*buf)
 	*buf = req.StateBatches
-	if r := d.s.Write(ctx, req); r.Code != shard.ErrNone {
+	if r := d.s.Write(ctx, req); r.Code != kafkaerr.None {
 		return fmt.Errorf("write %v: %s: %s", p.Key(), r.Code, r.Message)
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -45,7 +45,7 @@ type keyState struct {
 // analysis replays a log's record stream to find when each record is superseded and when its
 // segment becomes deletable.
 type analysis struct {
-	keys    map[shard.Key]*keyState
+	keys    map[record.Key]*keyState
 	snaps   []snapEvent // snapshot events in offset order; stale ones skipped lazily
 	head    int
 	bases   []int64       // base offset of each segment seen
@@ -75,7 +75,7 @@ func analyzeLog(logger *zap.Logger, dir string, from, to, until int64, tl *timel
 		}
 	}
 	slices.Sort(paths) // names sort in offset order
-	a := &analysis{keys: map[shard.Key]*keyState{}, lro: -1}
+	a := &analysis{keys: map[record.Key]*keyState{}, lro: -1}
 	for _, p := range paths {
 		seg := -1
 		err := statelog.Scan(logger, p, statelog.Options{}, func(off int64, rec []byte) error {
@@ -99,7 +99,7 @@ func (a *analysis) startSegment(base int64) int {
 }
 
 func (a *analysis) record(seg int, off int64, raw []byte) error {
-	r, err := shard.DecodeRecord(raw)
+	r, err := record.Decode(raw)
 	if err != nil {
 		return fmt.Errorf("record at offset %d: %w", off, err)
 	}
@@ -108,7 +108,7 @@ func (a *analysis) record(seg int, off int64, raw []byte) error {
 		ks = &keyState{lastSnap: -1}
 		a.keys[r.Key] = ks
 	}
-	if r.Type != shard.RecordTypeSnapshot {
+	if r.Type != record.TypeSnapshot {
 		if n := len(ks.pending); n > 0 && ks.pending[n-1].seg == seg {
 			ks.pending[n-1].count++
 		} else {

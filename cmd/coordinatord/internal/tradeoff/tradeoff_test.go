@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
-	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -220,12 +220,12 @@ func TestAnalyzeLogMatchesReference(t *testing.T) {
 			if o < 3 {
 				k = o // every share partition starts with a snapshot
 			}
-			key := shard.Key{GroupID: "g", TopicID: workload.DefaultTopic, Partition: int32(k)}
-			rec := shard.Record{Type: shard.RecordTypeUpdate, Key: key, Update: &shard.UpdateValue{StartOffset: -1, LeaderEpoch: -1, DeliveryCompleteCount: -1}}
+			key := record.Key{GroupID: "g", TopicID: workload.DefaultTopic, Partition: int32(k)}
+			rec := record.Record{Type: record.TypeUpdate, Key: key, Update: &record.UpdateValue{StartOffset: -1, LeaderEpoch: -1, DeliveryCompleteCount: -1}}
 			if isSnap {
-				rec = shard.Record{Type: shard.RecordTypeSnapshot, Key: key, Snapshot: &shard.SnapshotValue{DeliveryCompleteCount: -1}}
+				rec = record.Record{Type: record.TypeSnapshot, Key: key, Snapshot: &record.SnapshotValue{DeliveryCompleteCount: -1}}
 			}
-			b, err := shard.EncodeRecord(rec)
+			b, err := record.Encode(rec)
 			if err != nil {
 				t.Fatal(err)
 			}

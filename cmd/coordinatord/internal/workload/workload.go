@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 )
 
@@ -26,7 +27,7 @@ const (
 )
 
 // DefaultTopic is the topic id of the generated share partitions.
-var DefaultTopic = shard.TopicID{0x3f, 0xa8, 0x5f, 0x64, 0x57, 0x17, 0x45, 0x62, 0xb3, 0xfc, 0x2c, 0x96, 0x3f, 0x66, 0xaf, 0xa6}
+var DefaultTopic = record.TopicID{0x3f, 0xa8, 0x5f, 0x64, 0x57, 0x17, 0x45, 0x62, 0xb3, 0xfc, 0x2c, 0x96, 0x3f, 0x66, 0xaf, 0xa6}
 
 // FixedLimit is a shard.Provider answering the same snapshot limit
 // (share.snapshot.update.records.per.snapshot) for every group.

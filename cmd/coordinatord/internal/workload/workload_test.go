@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/shard"
 )
 
@@ -65,19 +66,19 @@ func TestWindowThroughAShard(t *testing.T) {
 			}
 			for i := 0; i < tc.shape.SharePartitions; i++ {
 				p := tc.shape.NewPartition(i)
-				if r := s.Initialize(ctx, p.Initialize()); r.Code != shard.ErrNone {
+				if r := s.Initialize(ctx, p.Initialize()); r.Code != kafkaerr.None {
 					t.Fatal(r)
 				}
 				var buf []shard.StateBatch
 				for w := 0; w < 3*tc.shape.StateBatches; w++ {
 					req := p.Next(buf)
 					buf = req.StateBatches
-					if r := s.Write(ctx, req); r.Code != shard.ErrNone {
+					if r := s.Write(ctx, req); r.Code != kafkaerr.None {
 						t.Fatal(r)
 					}
 				}
 				got := s.Read(ctx, shard.ReadRequest{Key: p.Key(), LeaderEpoch: 1})
-				if got.Code != shard.ErrNone {
+				if got.Code != kafkaerr.None {
 					t.Fatal(got.Result)
 				}
 				if len(got.StateBatches) != tc.shape.StateBatches {

@@ -1,4 +1,4 @@
-package shard
+package record
 
 import "encoding/binary"
 
@@ -9,15 +9,15 @@ import "encoding/binary"
 // gets false with d untouched, and the caller decodes it with decodeSlow, which stays the
 // authority on errors. When decodeFast returns true, d and the batches (decoded into scratch, as
 // decodeSlow does) are exactly what decodeSlow produces for b.
-func decodeFast(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch, bool) {
+func decodeFast(b []byte, d *Decoded, scratch []StateBatch) ([]StateBatch, bool) {
 	keyLen, n := shortVarint(b)
 	if n == 0 || keyLen < 2+keyFixedSize || keyLen > len(b)-n {
 		return scratch, false
 	}
 	key := b[n : n+keyLen]
 	rest := b[n+keyLen:]
-	typ := RecordType(int16(binary.BigEndian.Uint16(key)))
-	if typ != RecordTypeSnapshot && typ != RecordTypeUpdate {
+	typ := Type(int16(binary.BigEndian.Uint16(key)))
+	if typ != TypeSnapshot && typ != TypeUpdate {
 		return scratch, false
 	}
 	if groupLen := int(int16(binary.BigEndian.Uint16(key[2:]))); groupLen < 0 || 2+keyFixedSize+groupLen != keyLen {
@@ -29,10 +29,10 @@ func decodeFast(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch,
 	}
 	v := rest[n:]
 	if valLen == -1 {
-		if typ != RecordTypeSnapshot || len(v) != 0 {
+		if typ != TypeSnapshot || len(v) != 0 {
 			return scratch, false
 		}
-		d.typ, d.mapKey, d.tombstone = typ, key[2:], true
+		d.Type, d.Key, d.Tombstone = typ, key[2:], true
 		return scratch, true
 	}
 	if valLen != len(v) || len(v) < 2 || binary.BigEndian.Uint16(v) != valueVersion {
@@ -42,7 +42,7 @@ func decodeFast(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch,
 
 	// Validate the whole value before writing d; then fill d in place.
 	fixed := snapshotFixedSize - 2
-	if typ == RecordTypeUpdate {
+	if typ == TypeUpdate {
 		fixed = updateFixedSize - 2
 	}
 	if len(v) < fixed {
@@ -56,16 +56,16 @@ func decodeFast(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch,
 	if !ok {
 		return batches, false
 	}
-	d.typ, d.mapKey, d.tombstone = typ, key[2:], false
-	if typ == RecordTypeUpdate {
-		u := &d.upd
+	d.Type, d.Key, d.Tombstone = typ, key[2:], false
+	if typ == TypeUpdate {
+		u := &d.Update
 		u.SnapshotEpoch = int32(binary.BigEndian.Uint32(v))
 		u.LeaderEpoch = int32(binary.BigEndian.Uint32(v[4:]))
 		u.StartOffset = int64(binary.BigEndian.Uint64(v[8:]))
 		u.StateBatches, u.DeliveryCompleteCount = batches, dcc
 		return batches, true
 	}
-	s := &d.snap
+	s := &d.Snapshot
 	s.SnapshotEpoch = int32(binary.BigEndian.Uint32(v))
 	s.StateEpoch = int32(binary.BigEndian.Uint32(v[4:]))
 	s.LeaderEpoch = int32(binary.BigEndian.Uint32(v[8:]))

@@ -1,4 +1,4 @@
-package shard
+package record
 
 import (
 	"math/rand/v2"
@@ -12,7 +12,7 @@ import (
 // decodeFast took the record.
 func decodeBoth(t testing.TB, b []byte) bool {
 	t.Helper()
-	var fast, slow decodedRecord
+	var fast, slow Decoded
 	fb, ok := decodeFast(b, &fast, nil)
 	sb, err := decodeSlow(b, &slow, nil)
 	if !ok {
@@ -28,23 +28,23 @@ func decodeBoth(t testing.TB, b []byte) bool {
 }
 
 // sameDecoded compares the parts of two decoded records that their type makes meaningful.
-func sameDecoded(a, b *decodedRecord) bool {
-	if a.typ != b.typ || string(a.mapKey) != string(b.mapKey) || a.tombstone != b.tombstone {
+func sameDecoded(a, b *Decoded) bool {
+	if a.Type != b.Type || string(a.Key) != string(b.Key) || a.Tombstone != b.Tombstone {
 		return false
 	}
 	switch {
-	case a.tombstone:
+	case a.Tombstone:
 		return true
-	case a.typ == RecordTypeSnapshot:
-		return reflect.DeepEqual(a.snap, b.snap)
+	case a.Type == TypeSnapshot:
+		return reflect.DeepEqual(a.Snapshot, b.Snapshot)
 	default:
-		return reflect.DeepEqual(a.upd, b.upd)
+		return reflect.DeepEqual(a.Update, b.Update)
 	}
 }
 
 func mustEncode(t testing.TB, r Record) []byte {
 	t.Helper()
-	b, err := EncodeRecord(r)
+	b, err := Encode(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,10 +64,10 @@ func manyBatches(n int) []StateBatch {
 func TestDecodeFastShapes(t *testing.T) {
 	k := Key{GroupID: "group-1", TopicID: goldenTopic, Partition: 7}
 	update := func(n int, dcc int32) Record {
-		return Record{Type: RecordTypeUpdate, Key: k, Update: &UpdateValue{SnapshotEpoch: 3, LeaderEpoch: 4, StartOffset: 55, StateBatches: manyBatches(n), DeliveryCompleteCount: dcc}}
+		return Record{Type: TypeUpdate, Key: k, Update: &UpdateValue{SnapshotEpoch: 3, LeaderEpoch: 4, StartOffset: 55, StateBatches: manyBatches(n), DeliveryCompleteCount: dcc}}
 	}
 	snapshot := func(key Key, n int, dcc int32) Record {
-		return Record{Type: RecordTypeSnapshot, Key: key, Snapshot: &SnapshotValue{SnapshotEpoch: 1, StateEpoch: 2, LeaderEpoch: 3, StartOffset: 4,
+		return Record{Type: TypeSnapshot, Key: key, Snapshot: &SnapshotValue{SnapshotEpoch: 1, StateEpoch: 2, LeaderEpoch: 3, StartOffset: 4,
 			CreateTimestamp: 5, WriteTimestamp: 6, StateBatches: manyBatches(n), DeliveryCompleteCount: dcc}}
 	}
 	tests := []struct {
@@ -84,7 +84,7 @@ func TestDecodeFastShapes(t *testing.T) {
 		{"snapshot, 127 batches (two-byte count)", mustEncode(t, snapshot(k, 127, 1)), true},
 		{"snapshot, long group (two-byte key length)", mustEncode(t, snapshot(Key{GroupID: strings.Repeat("g", 200), TopicID: goldenTopic}, 3, 1)), true},
 		{"snapshot, empty group", mustEncode(t, snapshot(Key{TopicID: goldenTopic}, 1, 1)), true},
-		{"tombstone", mustEncode(t, Record{Type: RecordTypeSnapshot, Key: k, Tombstone: true}), true},
+		{"tombstone", mustEncode(t, Record{Type: TypeSnapshot, Key: k, Tombstone: true}), true},
 		{"golden update", unhex(t, goldenRecords[0].hex), true},
 		{"golden long group", unhex(t, goldenRecords[3].hex), true},
 		// Rare shapes: decodeSlow decodes them.
@@ -107,15 +107,15 @@ func TestDecodeFastShapes(t *testing.T) {
 			if got := decodeBoth(t, tt.b); got != tt.wantFast {
 				t.Fatalf("decodeFast took the record: %v, want %v", got, tt.wantFast)
 			}
-			// Whichever decoder runs, decodeRecordInto answers as decodeSlow does.
-			var viaInto, slow decodedRecord
-			ib, ierr := decodeRecordInto(tt.b, &viaInto, nil)
+			// Whichever decoder runs, DecodeInto answers as decodeSlow does.
+			var viaInto, slow Decoded
+			ib, ierr := DecodeInto(tt.b, &viaInto, nil)
 			sb, serr := decodeSlow(tt.b, &slow, nil)
 			if (ierr == nil) != (serr == nil) || ierr != nil && ierr.Error() != serr.Error() {
-				t.Fatalf("decodeRecordInto error %v, decodeSlow error %v", ierr, serr)
+				t.Fatalf("DecodeInto error %v, decodeSlow error %v", ierr, serr)
 			}
-			if viaInto.typ != slow.typ || serr == nil && (!sameDecoded(&viaInto, &slow) || !reflect.DeepEqual(ib, sb)) {
-				t.Fatalf("decodeRecordInto = %+v, decodeSlow = %+v", viaInto, slow)
+			if viaInto.Type != slow.Type || serr == nil && (!sameDecoded(&viaInto, &slow) || !reflect.DeepEqual(ib, sb)) {
+				t.Fatalf("DecodeInto = %+v, decodeSlow = %+v", viaInto, slow)
 			}
 		})
 	}
@@ -131,11 +131,11 @@ func TestDecodeFastMutations(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 7} {
 		for _, dcc := range []int32{-1, 0, 12} {
 			seeds = append(seeds,
-				mustEncode(t, Record{Type: RecordTypeUpdate, Key: k, Update: &UpdateValue{LeaderEpoch: 1, StartOffset: 3, StateBatches: manyBatches(n), DeliveryCompleteCount: dcc}}),
-				mustEncode(t, Record{Type: RecordTypeSnapshot, Key: k, Snapshot: &SnapshotValue{StateEpoch: 1, StartOffset: 3, StateBatches: manyBatches(n), DeliveryCompleteCount: dcc}}))
+				mustEncode(t, Record{Type: TypeUpdate, Key: k, Update: &UpdateValue{LeaderEpoch: 1, StartOffset: 3, StateBatches: manyBatches(n), DeliveryCompleteCount: dcc}}),
+				mustEncode(t, Record{Type: TypeSnapshot, Key: k, Snapshot: &SnapshotValue{StateEpoch: 1, StartOffset: 3, StateBatches: manyBatches(n), DeliveryCompleteCount: dcc}}))
 		}
 	}
-	seeds = append(seeds, mustEncode(t, Record{Type: RecordTypeSnapshot, Key: k, Tombstone: true}))
+	seeds = append(seeds, mustEncode(t, Record{Type: TypeSnapshot, Key: k, Tombstone: true}))
 	took := 0
 	for i := 0; i < 50000; i++ {
 		b := append([]byte(nil), seeds[r.IntN(len(seeds))]...)

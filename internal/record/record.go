@@ -1,66 +1,106 @@
-package shard
+package record
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
-// RecordType is the int16 record type that prefixes every record key.
-type RecordType int16
+// Type is the int16 record type that prefixes every record key.
+type Type int16
 
 // The record types of the share-group state log.
 const (
-	// RecordTypeSnapshot is ShareSnapshot: the whole state of a key; with no value, a tombstone.
-	RecordTypeSnapshot RecordType = 0
-	// RecordTypeUpdate is ShareUpdate: a delta applied on top of the latest snapshot.
-	RecordTypeUpdate RecordType = 1
+	// TypeSnapshot is ShareSnapshot: the whole state of a key; with no value, a tombstone.
+	TypeSnapshot Type = 0
+	// TypeUpdate is ShareUpdate: a delta applied on top of the latest snapshot.
+	TypeUpdate Type = 1
 )
 
 // String returns "snapshot", "update" or "type(n)".
-func (t RecordType) String() string {
+func (t Type) String() string {
 	switch t {
-	case RecordTypeSnapshot:
+	case TypeSnapshot:
 		return "snapshot"
-	case RecordTypeUpdate:
+	case TypeUpdate:
 		return "update"
 	}
 	return fmt.Sprintf("type(%d)", int16(t))
 }
 
-// SnapshotValue is ShareSnapshotValue v0.
+// StateBatch is one range of offsets with its delivery information, as a value stores it.
+// LastOffset is inclusive. DeliveryState is Kafka's byte: 0 available, 1 acquired, 2 acknowledged,
+// 4 archived.
+type StateBatch struct {
+	FirstOffset   int64 `json:"first_offset"`
+	LastOffset    int64 `json:"last_offset"`
+	DeliveryState int8  `json:"delivery_state"`
+	DeliveryCount int16 `json:"delivery_count"`
+}
+
+// Batches is the StateBatches field of a value. It is a []StateBatch that shows as a JSON array
+// even when nil, so that a value without batches prints "state_batches":[].
+type Batches []StateBatch
+
+// MarshalJSON encodes b as a JSON array, [] when b is nil.
+func (b Batches) MarshalJSON() ([]byte, error) {
+	if b == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal([]StateBatch(b))
+}
+
+// SnapshotValue is ShareSnapshotValue v0. DeliveryCompleteCount is tagged field 0, written after
+// the batches and only when it is not -1 (unknown); it is listed before StateBatches so that the
+// JSON form shows the scalar fields first.
 type SnapshotValue struct {
-	SnapshotEpoch         int32
-	StateEpoch            int32
-	LeaderEpoch           int32
-	StartOffset           int64
-	CreateTimestamp       int64
-	WriteTimestamp        int64
-	StateBatches          []StateBatch
-	DeliveryCompleteCount int32 // tagged field 0; -1 (unknown) is not written
+	SnapshotEpoch         int32   `json:"snapshot_epoch"`
+	StateEpoch            int32   `json:"state_epoch"`
+	LeaderEpoch           int32   `json:"leader_epoch"`
+	StartOffset           int64   `json:"start_offset"`
+	CreateTimestamp       int64   `json:"create_timestamp"`
+	WriteTimestamp        int64   `json:"write_timestamp"`
+	DeliveryCompleteCount int32   `json:"delivery_complete_count"`
+	StateBatches          Batches `json:"state_batches"`
 }
 
 // UpdateValue is ShareUpdateValue v0. LeaderEpoch and StartOffset -1 mean "keep".
+// DeliveryCompleteCount is tagged field 0, as in SnapshotValue.
 type UpdateValue struct {
-	SnapshotEpoch         int32
-	LeaderEpoch           int32
-	StartOffset           int64
-	StateBatches          []StateBatch
-	DeliveryCompleteCount int32 // tagged field 0; -1 (unknown) is not written
+	SnapshotEpoch         int32   `json:"snapshot_epoch"`
+	LeaderEpoch           int32   `json:"leader_epoch"`
+	StartOffset           int64   `json:"start_offset"`
+	DeliveryCompleteCount int32   `json:"delivery_complete_count"`
+	StateBatches          Batches `json:"state_batches"`
 }
 
 // Record is one decoded record of the state log. Exactly one of Snapshot, Update or Tombstone is
 // set for a known Type.
 type Record struct {
-	Type      RecordType
+	Type      Type
 	Key       Key
 	Snapshot  *SnapshotValue
 	Update    *UpdateValue
 	Tombstone bool
 }
 
-// Decoding errors. DecodeRecord wraps them with details; test with errors.Is.
+// Value returns the record's value: the *SnapshotValue or *UpdateValue its Type selects, or nil
+// (an untyped nil) for a tombstone or a record without one.
+func (r Record) Value() any {
+	switch {
+	case r.Tombstone:
+	case r.Snapshot != nil:
+		return r.Snapshot
+	case r.Update != nil:
+		return r.Update
+	}
+	return nil
+}
+
+// Decoding errors. Decode wraps them with details; test with errors.Is.
 var (
 	// ErrUnknownRecordType marks a record whose type is neither snapshot nor update. Replay skips
 	// such records with a warning, as Kafka's loader does.
@@ -82,7 +122,7 @@ const (
 	updateFixedSize   = 2 + 4 + 4 + 8
 )
 
-// DecodeRecord decodes one state-log record:
+// Decode decodes one state-log record:
 //
 //	zigzag-varint keyLength | key | zigzag-varint valueLength (-1 = null: tombstone) | value
 //
@@ -92,79 +132,50 @@ const (
 // ErrUnknownValueVersion. Any other deviation (short input, null non-nullable field, trailing
 // bytes, an update or unknown type without value) wraps ErrMalformedRecord. The returned Record
 // does not alias b.
-func DecodeRecord(b []byte) (Record, error) {
-	var d decodedRecord
-	batches, err := decodeRecordInto(b, &d, nil)
+func Decode(b []byte) (Record, error) {
+	var d Decoded
+	batches, err := DecodeInto(b, &d, nil)
 	if err != nil {
-		return Record{Type: d.typ}, err
+		return Record{Type: d.Type}, err
 	}
-	rec := Record{Type: d.typ, Key: keyFromMapKey(string(d.mapKey)), Tombstone: d.tombstone}
-	owned := cloneBatches(batches)
+	rec := Record{Type: d.Type, Key: DecodeKey(string(d.Key)), Tombstone: d.Tombstone}
+	var owned []StateBatch
+	if len(batches) > 0 {
+		owned = slices.Clone(batches)
+	}
 	switch {
-	case d.tombstone:
-	case d.typ == RecordTypeSnapshot:
-		v := d.snap
+	case d.Tombstone:
+	case d.Type == TypeSnapshot:
+		v := d.Snapshot
 		v.StateBatches = owned
 		rec.Snapshot = &v
 	default:
-		v := d.upd
+		v := d.Update
 		v.StateBatches = owned
 		rec.Update = &v
 	}
 	return rec, nil
 }
 
-// EncodeRecord encodes r in the layout DecodeRecord reads. It fails if the group id is longer
-// than 32767 bytes, if Type is unknown, or if the value pointer matching Type is nil for a
-// non-tombstone (a tombstone must have Type snapshot).
-func EncodeRecord(r Record) ([]byte, error) {
-	mk, err := encodeMapKey(r.Key)
+// Encode encodes r in the layout Decode reads. It fails if the group id is longer than 32767
+// bytes, if Type is unknown, or if the value pointer matching Type is nil for a non-tombstone (a
+// tombstone must have Type snapshot).
+func Encode(r Record) ([]byte, error) {
+	key, err := EncodeKey(r.Key)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case r.Tombstone && r.Type == RecordTypeSnapshot:
-		return appendTombstoneRecord(nil, mk), nil
+	case r.Tombstone && r.Type == TypeSnapshot:
+		return AppendTombstone(nil, key), nil
 	case r.Tombstone:
 		return nil, fmt.Errorf("encode record: a tombstone must have type snapshot, got %s", r.Type)
-	case r.Type == RecordTypeSnapshot && r.Snapshot != nil:
-		return appendSnapshotRecord(nil, mk, r.Snapshot), nil
-	case r.Type == RecordTypeUpdate && r.Update != nil:
-		return appendUpdateRecord(nil, mk, r.Update), nil
+	case r.Type == TypeSnapshot && r.Snapshot != nil:
+		return AppendSnapshot(nil, key, r.Snapshot), nil
+	case r.Type == TypeUpdate && r.Update != nil:
+		return AppendUpdate(nil, key, r.Update), nil
 	}
 	return nil, fmt.Errorf("encode record: type %s without a matching value", r.Type)
-}
-
-// A map key is the key message v0 (int16 group length, group bytes, topic id, int32 partition):
-// a canonical, compact byte string of a Key that needs no allocation to look up from a record.
-
-// encodeMapKey returns k's key message as a string.
-func encodeMapKey(k Key) (string, error) {
-	if len(k.GroupID) > maxGroupIDBytes {
-		return "", fmt.Errorf("group id of %d bytes is longer than the %d bytes a record key can hold", len(k.GroupID), maxGroupIDBytes)
-	}
-	b := make([]byte, 0, len(k.GroupID)+keyFixedSize)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(k.GroupID)))
-	b = append(b, k.GroupID...)
-	b = append(b, k.TopicID[:]...)
-	b = binary.BigEndian.AppendUint32(b, uint32(k.Partition))
-	return string(b), nil
-}
-
-// keyFromMapKey is the inverse of encodeMapKey; mk must be well formed.
-func keyFromMapKey(mk string) Key {
-	n := int(binary.BigEndian.Uint16([]byte(mk[:2])))
-	var k Key
-	k.GroupID = mk[2 : 2+n]
-	copy(k.TopicID[:], mk[2+n:2+n+16])
-	k.Partition = int32(binary.BigEndian.Uint32([]byte(mk[2+n+16:])))
-	return k
-}
-
-// groupOfMapKey returns the group id inside mk without allocating.
-func groupOfMapKey(mk string) string {
-	n := int(mk[0])<<8 | int(mk[1])
-	return mk[2 : 2+n]
 }
 
 // ---- encoding ----
@@ -190,10 +201,10 @@ func uvarintLen(v uint32) int {
 	return n
 }
 
-func appendRecordKey(b []byte, t RecordType, mk string) []byte {
-	b = appendVarint(b, int32(2+len(mk)))
+func appendRecordKey(b []byte, t Type, key string) []byte {
+	b = appendVarint(b, int32(2+len(key)))
 	b = binary.BigEndian.AppendUint16(b, uint16(t))
-	return append(b, mk...)
+	return append(b, key...)
 }
 
 func taggedSize(dcc int32) int {
@@ -225,8 +236,9 @@ func appendBatches(b []byte, batches []StateBatch) []byte {
 
 func batchesSize(n int) int { return uvarintLen(uint32(n+1)) + n*batchWireSize }
 
-func appendSnapshotRecord(b []byte, mk string, v *SnapshotValue) []byte {
-	b = appendRecordKey(b, RecordTypeSnapshot, mk)
+// AppendSnapshot appends to b a snapshot record of v for the key message key (from EncodeKey).
+func AppendSnapshot(b []byte, key string, v *SnapshotValue) []byte {
+	b = appendRecordKey(b, TypeSnapshot, key)
 	b = appendVarint(b, int32(snapshotFixedSize+batchesSize(len(v.StateBatches))+taggedSize(v.DeliveryCompleteCount)))
 	b = binary.BigEndian.AppendUint16(b, valueVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(v.SnapshotEpoch))
@@ -239,8 +251,9 @@ func appendSnapshotRecord(b []byte, mk string, v *SnapshotValue) []byte {
 	return appendTagged(b, v.DeliveryCompleteCount)
 }
 
-func appendUpdateRecord(b []byte, mk string, v *UpdateValue) []byte {
-	b = appendRecordKey(b, RecordTypeUpdate, mk)
+// AppendUpdate appends to b an update record of v for the key message key (from EncodeKey).
+func AppendUpdate(b []byte, key string, v *UpdateValue) []byte {
+	b = appendRecordKey(b, TypeUpdate, key)
 	b = appendVarint(b, int32(updateFixedSize+batchesSize(len(v.StateBatches))+taggedSize(v.DeliveryCompleteCount)))
 	b = binary.BigEndian.AppendUint16(b, valueVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(v.SnapshotEpoch))
@@ -250,16 +263,25 @@ func appendUpdateRecord(b []byte, mk string, v *UpdateValue) []byte {
 	return appendTagged(b, v.DeliveryCompleteCount)
 }
 
-func appendTombstoneRecord(b []byte, mk string) []byte {
-	b = appendRecordKey(b, RecordTypeSnapshot, mk)
+// AppendTombstone appends to b the tombstone of the key message key (from EncodeKey): its
+// snapshot key with a null value.
+func AppendTombstone(b []byte, key string) []byte {
+	b = appendRecordKey(b, TypeSnapshot, key)
 	return appendVarint(b, -1)
 }
 
-// snapshotRecordSize is the encoded size of a snapshot record with n batches for map key mk.
-func snapshotRecordSize(mk string, n int, dcc int32) int {
-	keyLen := 2 + len(mk)
+// SnapshotSize is the size of the snapshot record AppendSnapshot appends for the key message key, n
+// state batches and the delivery complete count dcc.
+func SnapshotSize(key string, n int, dcc int32) int {
+	keyLen := 2 + len(key)
 	valLen := snapshotFixedSize + batchesSize(n) + taggedSize(dcc)
 	return uvarintLen(zigzag(int32(keyLen))) + keyLen + uvarintLen(zigzag(int32(valLen))) + valLen
+}
+
+// SnapshotSizeBound is an upper bound on SnapshotSize(key, n, dcc), with its varints counted at
+// their longest.
+func SnapshotSizeBound(key string, n int, dcc int32) int {
+	return 5 + 2 + len(key) + 5 + snapshotFixedSize + batchesSize(n) + taggedSize(dcc)
 }
 
 // zigzag maps a signed varint's value to the unsigned one that is written; unzigzag reverses it.
@@ -269,14 +291,16 @@ func unzigzag(u uint32) int32 { return int32(u>>1) ^ -int32(u&1) }
 
 // ---- decoding ----
 
-// decodedRecord is the allocation-free form of a record used by replay: mapKey aliases the input
-// and the value's StateBatches alias the scratch slice passed to decodeRecordInto.
-type decodedRecord struct {
-	typ       RecordType
-	mapKey    []byte
-	tombstone bool
-	snap      SnapshotValue
-	upd       UpdateValue
+// Decoded is the allocation-free form of a record that replay decodes with DecodeInto: Key (the key
+// message, as EncodeKey returns it) aliases the input, and the StateBatches of the value alias the
+// scratch slice passed to DecodeInto. Of Snapshot and Update, only the one Type selects is set, and
+// neither for a tombstone.
+type Decoded struct {
+	Type      Type
+	Key       []byte
+	Tombstone bool
+	Snapshot  SnapshotValue
+	Update    UpdateValue
 }
 
 // reader is a bounds-checked big-endian cursor; the first failure sticks in err.
@@ -371,9 +395,10 @@ func (r *reader) varint(what string) int32 {
 	return unzigzag(r.uvarint(what))
 }
 
-// decodeRecordInto decodes b into d. Batches are decoded into scratch (reused, grown as needed)
-// and the grown scratch is returned. See DecodeRecord for the errors.
-func decodeRecordInto(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch, error) {
+// DecodeInto decodes b into d. Batches are decoded into scratch (reused, grown as needed) and the
+// grown scratch is returned. The errors are Decode's; after ErrUnknownRecordType, d.Type is the
+// type found.
+func DecodeInto(b []byte, d *Decoded, scratch []StateBatch) ([]StateBatch, error) {
 	scratch, ok := decodeFast(b, d, scratch)
 	if ok {
 		return scratch, nil
@@ -381,9 +406,9 @@ func decodeRecordInto(b []byte, d *decodedRecord, scratch []StateBatch) ([]State
 	return decodeSlow(b, d, scratch)
 }
 
-// decodeSlow is decodeRecordInto for every input: it checks each field on its own and reports
+// decodeSlow is DecodeInto for every input: it checks each field on its own and reports
 // the first deviation. decodeFast must agree with it wherever decodeFast succeeds.
-func decodeSlow(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch, error) {
+func decodeSlow(b []byte, d *Decoded, scratch []StateBatch) ([]StateBatch, error) {
 	r := reader{b: b}
 	keyLen := r.varint("key length")
 	if r.err == nil && keyLen < 0 {
@@ -409,14 +434,14 @@ func decodeSlow(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch,
 	}
 
 	kr := reader{b: key}
-	d.typ = RecordType(int16(kr.u16("record type")))
+	d.Type = Type(int16(kr.u16("record type")))
 	if kr.err != nil {
 		return scratch, kr.err
 	}
-	if d.typ != RecordTypeSnapshot && d.typ != RecordTypeUpdate {
-		return scratch, fmt.Errorf("%w %d", ErrUnknownRecordType, int16(d.typ))
+	if d.Type != TypeSnapshot && d.Type != TypeUpdate {
+		return scratch, fmt.Errorf("%w %d", ErrUnknownRecordType, int16(d.Type))
 	}
-	mk := kr.b
+	msg := kr.b
 	groupLen := int16(kr.u16("group id length"))
 	if kr.err == nil && groupLen < 0 {
 		kr.fail("non-nullable field groupId was serialized as null")
@@ -430,11 +455,11 @@ func decodeSlow(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch,
 	if kr.err != nil {
 		return scratch, kr.err
 	}
-	d.mapKey = mk
+	d.Key = msg
 
-	d.tombstone = valLen == -1
-	if d.tombstone {
-		if d.typ != RecordTypeSnapshot {
+	d.Tombstone = valLen == -1
+	if d.Tombstone {
+		if d.Type != TypeSnapshot {
 			return scratch, fmt.Errorf("%w: update record without a value", ErrMalformedRecord)
 		}
 		return scratch, nil
@@ -446,10 +471,10 @@ func decodeSlow(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch,
 		return scratch, vr.err
 	}
 	if version != valueVersion {
-		return scratch, fmt.Errorf("%w %d for record type %d", ErrUnknownValueVersion, version, int16(d.typ))
+		return scratch, fmt.Errorf("%w %d for record type %d", ErrUnknownValueVersion, version, int16(d.Type))
 	}
-	if d.typ == RecordTypeSnapshot {
-		s := &d.snap
+	if d.Type == TypeSnapshot {
+		s := &d.Snapshot
 		s.SnapshotEpoch = int32(vr.u32("snapshot epoch"))
 		s.StateEpoch = int32(vr.u32("state epoch"))
 		s.LeaderEpoch = int32(vr.u32("leader epoch"))
@@ -460,7 +485,7 @@ func decodeSlow(b []byte, d *decodedRecord, scratch []StateBatch) ([]StateBatch,
 		s.StateBatches = scratch
 		s.DeliveryCompleteCount = vr.tagged()
 	} else {
-		u := &d.upd
+		u := &d.Update
 		u.SnapshotEpoch = int32(vr.u32("snapshot epoch"))
 		u.LeaderEpoch = int32(vr.u32("leader epoch"))
 		u.StartOffset = int64(vr.u64("start offset"))

@@ -1,4 +1,4 @@
-package shard
+package record
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ var goldenRecords = []struct {
 		//           compact array len 1+1 = 0x02 | 0000000000000064 000000000000006d 02 0001 00(batch tags) |
 		//           00 (no tagged fields) = 40 bytes, length zigzag(40) = 80 = 0x50
 		name: "update",
-		rec: Record{Type: RecordTypeUpdate, Key: Key{"g1", goldenTopic, 3}, Update: &UpdateValue{
+		rec: Record{Type: TypeUpdate, Key: Key{"g1", goldenTopic, 3}, Update: &UpdateValue{
 			SnapshotEpoch: 1, LeaderEpoch: 2, StartOffset: 100, DeliveryCompleteCount: -1,
 			StateBatches: []StateBatch{{100, 109, 2, 1}},
 		}},
@@ -53,7 +53,7 @@ var goldenRecords = []struct {
 		//           00000000000007d0 | empty compact array 0x01 |
 		//           tagged: count 01, tag 00, size 04, 00000007 = 46 bytes → zigzag 92 = 0x5c
 		name: "snapshot with delivery complete count",
-		rec: Record{Type: RecordTypeSnapshot, Key: Key{"g1", goldenTopic, 3}, Snapshot: &SnapshotValue{
+		rec: Record{Type: TypeSnapshot, Key: Key{"g1", goldenTopic, 3}, Snapshot: &SnapshotValue{
 			SnapshotEpoch: 5, StateEpoch: 3, LeaderEpoch: 4, StartOffset: 0,
 			CreateTimestamp: 1000, WriteTimestamp: 2000, DeliveryCompleteCount: 7,
 		}},
@@ -65,7 +65,7 @@ var goldenRecords = []struct {
 	{
 		// Tombstone: the snapshot key with a null value, value length zigzag(-1) = 1 = 0x01.
 		name: "tombstone",
-		rec:  Record{Type: RecordTypeSnapshot, Key: Key{"g1", goldenTopic, 3}, Tombstone: true},
+		rec:  Record{Type: TypeSnapshot, Key: Key{"g1", goldenTopic, 3}, Tombstone: true},
 		hex:  `34 0000 0002 6731 000102030405060708090a0b0c0d0e0f 00000003 01`,
 	},
 	{
@@ -74,7 +74,7 @@ var goldenRecords = []struct {
 		// StartOffset -1 ("keep"), no batches, DeliveryCompleteCount 0 (≠ -1, so written):
 		//   value = 0000 | 00000000 | ffffffff | ffffffffffffffff | 01 | 01 00 04 00000000 = 26 → 0x34
 		name: "long group, keep sentinels",
-		rec: Record{Type: RecordTypeUpdate, Key: Key{strings.Repeat("a", 64), TopicID{}, 0}, Update: &UpdateValue{
+		rec: Record{Type: TypeUpdate, Key: Key{strings.Repeat("a", 64), TopicID{}, 0}, Update: &UpdateValue{
 			SnapshotEpoch: 0, LeaderEpoch: -1, StartOffset: -1, DeliveryCompleteCount: 0,
 		}},
 		hex: `b001 0001 0040 ` + strings.Repeat("61", 64) + ` 00000000000000000000000000000000 00000000
@@ -86,14 +86,14 @@ func TestRecordGoldenVectors(t *testing.T) {
 	for _, g := range goldenRecords {
 		t.Run(g.name, func(t *testing.T) {
 			want := unhex(t, g.hex)
-			got, err := EncodeRecord(g.rec)
+			got, err := Encode(g.rec)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("encode:\n got %x\nwant %x", got, want)
 			}
-			dec, err := DecodeRecord(want)
+			dec, err := Decode(want)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func TestDecodeRecordErrors(t *testing.T) {
 			// value: 0000 | 00000001 | 00000002 | 0000000000000064 | 01 | tagged: 02 fields:
 			// tag 05 size 01 aa; tag 00 size 04 00000009 = 2+4+4+8+1+1+3+6 = 29 → zigzag 58 = 0x3a
 			hex: "34 0001 " + key + " 3a 0000 00000001 00000002 0000000000000064 01 02 05 01 aa 00 04 00000009",
-			wantRec: &Record{Type: RecordTypeUpdate, Key: Key{"g1", goldenTopic, 3}, Update: &UpdateValue{
+			wantRec: &Record{Type: TypeUpdate, Key: Key{"g1", goldenTopic, 3}, Update: &UpdateValue{
 				SnapshotEpoch: 1, LeaderEpoch: 2, StartOffset: 100, DeliveryCompleteCount: 9,
 			}},
 		},
@@ -141,7 +141,7 @@ func TestDecodeRecordErrors(t *testing.T) {
 			// batch: first 1, last 2, state 0, count 0, tagged: 01 field, tag 07 size 02 bbbb = 24 bytes;
 			// value = 2+4+4+8+1+24+1 = 44 → zigzag 88 = 0x58
 			hex: "34 0001 " + key + " 58 0000 00000001 00000002 0000000000000064 02 0000000000000001 0000000000000002 00 0000 01 07 02 bbbb 00",
-			wantRec: &Record{Type: RecordTypeUpdate, Key: Key{"g1", goldenTopic, 3}, Update: &UpdateValue{
+			wantRec: &Record{Type: TypeUpdate, Key: Key{"g1", goldenTopic, 3}, Update: &UpdateValue{
 				SnapshotEpoch: 1, LeaderEpoch: 2, StartOffset: 100, DeliveryCompleteCount: -1,
 				StateBatches: []StateBatch{{1, 2, 0, 0}},
 			}},
@@ -149,7 +149,7 @@ func TestDecodeRecordErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec, err := DecodeRecord(unhex(t, tt.hex))
+			rec, err := Decode(unhex(t, tt.hex))
 			if tt.wantRec != nil {
 				if err != nil {
 					t.Fatal(err)
@@ -168,25 +168,28 @@ func TestDecodeRecordErrors(t *testing.T) {
 
 func TestEncodeRecordRejects(t *testing.T) {
 	tests := []Record{
-		{Type: RecordTypeUpdate, Key: Key{GroupID: "g"}, Tombstone: true},
-		{Type: RecordTypeSnapshot, Key: Key{GroupID: "g"}},
+		{Type: TypeUpdate, Key: Key{GroupID: "g"}, Tombstone: true},
+		{Type: TypeSnapshot, Key: Key{GroupID: "g"}},
 		{Type: 7, Key: Key{GroupID: "g"}, Update: &UpdateValue{}},
-		{Type: RecordTypeSnapshot, Key: Key{GroupID: strings.Repeat("x", 1<<15)}, Snapshot: &SnapshotValue{}},
+		{Type: TypeSnapshot, Key: Key{GroupID: strings.Repeat("x", 1<<15)}, Snapshot: &SnapshotValue{}},
 	}
 	for i, r := range tests {
-		if _, err := EncodeRecord(r); err == nil {
-			t.Errorf("case %d: EncodeRecord(%+v) succeeded", i, r)
+		if _, err := Encode(r); err == nil {
+			t.Errorf("case %d: Encode(%+v) succeeded", i, r)
 		}
 	}
 }
 
 func TestSnapshotRecordSize(t *testing.T) {
-	mk, _ := encodeMapKey(Key{"group", goldenTopic, 1})
+	mk, _ := EncodeKey(Key{"group", goldenTopic, 1})
 	for _, n := range []int{0, 1, 126, 127, 5000} {
 		for _, dcc := range []int32{-1, 3} {
 			v := SnapshotValue{StateBatches: make([]StateBatch, n), DeliveryCompleteCount: dcc}
-			if got, want := snapshotRecordSize(mk, n, dcc), len(appendSnapshotRecord(nil, mk, &v)); got != want {
+			if got, want := SnapshotSize(mk, n, dcc), len(AppendSnapshot(nil, mk, &v)); got != want {
 				t.Errorf("n=%d dcc=%d: size %d, encoded %d", n, dcc, got, want)
+			}
+			if bound, size := SnapshotSizeBound(mk, n, dcc), SnapshotSize(mk, n, dcc); bound < size {
+				t.Errorf("n=%d dcc=%d: bound %d below the size %d", n, dcc, bound, size)
 			}
 		}
 	}
@@ -203,25 +206,25 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// The fast decoder takes only records the full decoder reads the same way.
 		decodeBoth(t, b)
-		rec, err := DecodeRecord(b)
+		rec, err := Decode(b)
 		if err != nil {
 			return
 		}
-		enc, err := EncodeRecord(rec)
+		enc, err := Encode(rec)
 		if err != nil {
 			t.Fatalf("re-encoding %+v: %v", rec, err)
 		}
-		again, err := DecodeRecord(enc)
+		again, err := Decode(enc)
 		if err != nil {
 			t.Fatalf("decoding the re-encoded record: %v", err)
 		}
 		if !reflect.DeepEqual(again, rec) {
 			t.Fatalf("round trip changed the record:\n got %+v\nwant %+v", again, rec)
 		}
-		// The allocation-free decoder used by replay agrees with DecodeRecord.
-		var d decodedRecord
-		if _, err := decodeRecordInto(b, &d, nil); err != nil {
-			t.Fatalf("decodeRecordInto failed where DecodeRecord succeeded: %v", err)
+		// The allocation-free decoder used by replay agrees with Decode.
+		var d Decoded
+		if _, err := DecodeInto(b, &d, nil); err != nil {
+			t.Fatalf("DecodeInto failed where Decode succeeded: %v", err)
 		}
 	})
 }

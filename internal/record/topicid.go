@@ -1,4 +1,4 @@
-package shard
+package record
 
 import (
 	"encoding/base64"
