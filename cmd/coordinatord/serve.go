@@ -28,7 +28,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // serveFlags are the command-line flags of the server (API.md, "Command line").

@@ -20,8 +20,8 @@ import (
 	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
 	"github.com/coordinatord/coordinatord/internal/tlsconfig"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // logDirPrefix names a state partition's log directory inside the data directory.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
