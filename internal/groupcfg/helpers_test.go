@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 func TestMain(m *testing.M) {
@@ -85,14 +86,14 @@ type fixture struct {
 // written to the test log.
 func openFixture(t testing.TB, dir string, st *Static) *fixture {
 	t.Helper()
-	f, err := tryOpen(t, dir, st, osFS{})
+	f, err := tryOpen(t, dir, st, vfs.OS())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	return f
 }
 
-func tryOpen(t testing.TB, dir string, st *Static, fsys fileSystem) (*fixture, error) {
+func tryOpen(t testing.TB, dir string, st *Static, fsys vfs.FS) (*fixture, error) {
 	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	logger := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))

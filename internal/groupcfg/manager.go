@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // Options configures a Manager beyond the static configuration.
@@ -86,10 +88,10 @@ func resolvePositions(sch *schema) (positions, error) {
 // overrides never stop start-up: those outside the bounds now in force are clamped when
 // evaluated, with a WARN log. reg may be nil (metrics are then kept but not registered).
 func Open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Registerer, opts Options) (*Manager, error) {
-	return open(logger, dataDir, static, reg, opts, osFS{})
+	return open(logger, dataDir, static, reg, opts, vfs.OS())
 }
 
-func open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Registerer, opts Options, fsys fileSystem) (*Manager, error) {
+func open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Registerer, opts Options, fsys vfs.FS) (*Manager, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // TestGroupSnapshotOverride is the snapshot-frequency proposal's group-level test: an override
@@ -194,7 +195,7 @@ func TestNumPartitionsRecorded(t *testing.T) {
 	if got := readStore(t, dir).NumPartitions; got != 8 {
 		t.Fatalf("recorded %d, want 8", got)
 	}
-	_, err := tryOpen(t, dir, staticOf(t), osFS{})
+	_, err := tryOpen(t, dir, staticOf(t), vfs.OS())
 	var se *StaticError
 	if !errors.As(err, &se) || len(se.Problems) != 1 || se.Problems[0].Key != keyNumPartitions || !strings.Contains(err.Error(), "share.coordinator.state.topic.num.partitions=50 differs from 8") ||
 		!strings.Contains(err.Error(), "start with share.coordinator.state.topic.num.partitions=8") {

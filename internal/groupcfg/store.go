@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // On-disk names and format constants. They are part of the format: see doc.go.
@@ -143,7 +145,7 @@ var errStoreFailed = errors.New("config store failed")
 // store keeps a storeState durable in one file under <dataDir>/config, replaced atomically.
 // It is used by one goroutine at a time (the Manager's admin lock).
 type store struct {
-	fs      fileSystem
+	fs      vfs.FS
 	dataDir string
 	dir     string
 	// failed is sticky: once an fsync or the replacement itself failed, what is on disk is
@@ -154,7 +156,7 @@ type store struct {
 // openStore prepares <dataDir>/config and loads the store file (nil state when there is none).
 // A leftover temporary file is an update that never completed (and was never acknowledged): it
 // is removed.
-func openStore(fsys fileSystem, dataDir string) (*store, *storeState, error) {
+func openStore(fsys vfs.FS, dataDir string) (*store, *storeState, error) {
 	s := &store{fs: fsys, dataDir: dataDir, dir: filepath.Join(dataDir, storeDirName)}
 	if err := fsys.MkdirAll(s.dir); err != nil {
 		return nil, nil, fmt.Errorf("create config store directory %s: %w", s.dir, err)
@@ -169,7 +171,7 @@ func openStore(fsys fileSystem, dataDir string) (*store, *storeState, error) {
 		return nil, nil, fmt.Errorf("remove unfinished config store update %s: %w", tmp, err)
 	}
 	path := s.path()
-	data, err := fsys.ReadFile(path)
+	data, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil, nil
 	}
@@ -202,11 +204,11 @@ func (s *store) write(st *storeState) error {
 	}
 	tmp := filepath.Join(s.dir, storeTmpName)
 	discard := func() { _ = s.fs.Remove(tmp) }
-	f, err := s.fs.Create(tmp)
+	f, err := s.createTmp(tmp)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := f.WriteAt(data, 0); err != nil {
 		_ = f.Close()
 		discard()
 		return fmt.Errorf("write %s: %w", tmp, err)
@@ -230,6 +232,18 @@ func (s *store) write(st *storeState) error {
 		return s.failed
 	}
 	return nil
+}
+
+// createTmp creates the temporary file of an update. One left by an update whose clean-up failed
+// too is replaced: it was never acknowledged.
+func (s *store) createTmp(tmp string) (vfs.File, error) {
+	f, err := s.fs.Create(tmp)
+	if errors.Is(err, fs.ErrExist) {
+		if err = s.fs.Remove(tmp); err == nil {
+			f, err = s.fs.Create(tmp)
+		}
+	}
+	return f, err
 }
 
 // writeFirst writes the first state of a new store and makes the config directory itself durable.
