@@ -24,6 +24,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
@@ -317,15 +318,15 @@ func checkPartitionDirs(dataDir string, n int) error {
 	case have > n:
 		return fmt.Errorf("%s=%d, but --data-dir %s holds the state partitions of %d (%s0 to %s%d): changing the count would "+
 			"route share-group state keys to other partitions; start with %s=%d",
-			groupcfg.KeyNumPartitions, n, dataDir, have, logDirPrefix, logDirPrefix, have-1, groupcfg.KeyNumPartitions, have)
+			groupcfg.KeyNumPartitions, n, dataDir, have, datadir.PartitionPrefix, datadir.PartitionPrefix, have-1, groupcfg.KeyNumPartitions, have)
 	case have < n:
 		// Without the store the two cannot be told apart: a data directory created with fewer
 		// partitions, or one whose last partitions' directories are missing (a partial restore).
 		return fmt.Errorf("%s=%d, but --data-dir %s holds state partitions only up to %s%d: either it was created with %d "+
 			"(start with %s=%d; changing the count would route share-group state keys to other partitions), or the "+
 			"directories %s%d to %s%d are missing (restore them from the backup it came from)",
-			groupcfg.KeyNumPartitions, n, dataDir, logDirPrefix, have-1, have, groupcfg.KeyNumPartitions, have,
-			logDirPrefix, have, logDirPrefix, n-1)
+			groupcfg.KeyNumPartitions, n, dataDir, datadir.PartitionPrefix, have-1, have, groupcfg.KeyNumPartitions, have,
+			datadir.PartitionPrefix, have, datadir.PartitionPrefix, n-1)
 	}
 	return nil
 }
@@ -346,7 +347,7 @@ func checkMissingPartitions(dataDir string, n int) error {
 	var missing []string
 	holder := ""
 	for p := range n {
-		dir := shard.LogDir(dataDir, p)
+		dir := datadir.PartitionDir(dataDir, p)
 		entries, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			missing = append(missing, filepath.Base(dir))
@@ -383,7 +384,7 @@ func checkMissingPartitions(dataDir string, n int) error {
 func createPartitionDirs(logger *zap.Logger, dataDir string, n int) {
 	fsys := vfs.OS()
 	for p := range n {
-		if err := fsys.MkdirAll(shard.LogDir(dataDir, p)); err != nil {
+		if err := fsys.MkdirAll(datadir.PartitionDir(dataDir, p)); err != nil {
 			logger.Warn("cannot create a state partition's directory; the partition retries when it loads", zap.Error(err))
 		}
 	}

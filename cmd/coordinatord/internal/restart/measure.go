@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
-	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -44,7 +44,7 @@ func (r Result) Ratio() float64 { return r.Restart.Seconds() / r.Read.Seconds() 
 func segmentFiles(dataDir string, partitions int) ([]string, error) {
 	var paths []string
 	for p := 0; p < partitions; p++ {
-		dir := shard.LogDir(dataDir, p)
+		dir := datadir.PartitionDir(dataDir, p)
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return nil, err
