@@ -112,7 +112,7 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	}
 	// Two servers on one data directory would overwrite each other's config store and fight over
 	// the state logs: the second is refused before it reads anything.
-	dirLock, err := statelog.LockDir(vfs.OS(), f.dataDir)
+	dirLock, err := datadir.Lock(vfs.OS(), f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir %s: %w", f.dataDir, err)
 	}
@@ -309,7 +309,7 @@ func drainCalls(logger *zap.Logger, shutdown func(context.Context) bool, timeout
 // dataDir contradict. The config store records the count on first start, but a store that was
 // lost or moved aside would record whatever is configured now; the directories still tell.
 func checkPartitionDirs(dataDir string, n int) error {
-	ps, err := partitionDirs(dataDir)
+	ps, err := datadir.Partitions(dataDir)
 	if err != nil || len(ps) == 0 {
 		return err
 	}

@@ -9,9 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -76,7 +73,7 @@ func dumpLog(ctx context.Context, e env, path string) error {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 
-	partitions, err := partitionDirs(path)
+	partitions, err := datadir.Partitions(path)
 	if err != nil {
 		return err
 	}
@@ -119,34 +116,6 @@ func dumpLog(ctx context.Context, e env, path string) error {
 		return fmt.Errorf("%d records could not be decoded (see their \"error\" field)", bad)
 	}
 	return nil
-}
-
-// partitionDirs lists the state partitions of a data directory in order, or returns nil when path
-// is not a data directory (a partition log directory or a segment file).
-func partitionDirs(path string) ([]int, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		return nil, nil
-	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var ps []int
-	for _, en := range entries {
-		if !en.IsDir() || !strings.HasPrefix(en.Name(), datadir.PartitionPrefix) {
-			continue
-		}
-		p, err := strconv.Atoi(strings.TrimPrefix(en.Name(), datadir.PartitionPrefix))
-		if err == nil && p >= 0 {
-			ps = append(ps, p)
-		}
-	}
-	sort.Ints(ps)
-	return ps, nil
 }
 
 // segmentFileOrDir refuses a path that is neither a directory nor a segment file (*.seg): the
