@@ -256,7 +256,7 @@ func checkDataDir(logger *zap.Logger, dir string) error {
 // state partitions must agree with them. Every partition directory must be there once one holds
 // records: checked here, before a new store is written, or once the store has checked the count.
 func openConfig(logger *zap.Logger, f *serveFlags, static *groupcfg.Static, reg prometheus.Registerer) (*groupcfg.Manager, error) {
-	_, err := os.Stat(groupcfg.StorePath(f.dataDir))
+	_, err := os.Stat(datadir.ConfigStore(f.dataDir))
 	newStore := errors.Is(err, fs.ErrNotExist)
 	if newStore {
 		if err := checkPartitionDirs(f.dataDir, static.Broker().NumPartitions()); err != nil {
@@ -266,7 +266,7 @@ func openConfig(logger *zap.Logger, f *serveFlags, static *groupcfg.Static, reg 
 			return nil, err
 		}
 	}
-	cfg, err := groupcfg.Open(logger.Named("config"), f.dataDir, static, reg, groupcfg.Options{NodeID: f.nodeID})
+	cfg, err := groupcfg.Open(logger.Named("config"), datadir.ConfigStore(f.dataDir), static, reg, groupcfg.Options{NodeID: f.nodeID})
 	if err != nil {
 		var se *groupcfg.StaticError
 		if errors.As(err, &se) {

@@ -20,6 +20,12 @@ func PartitionDir(dataDir string, p int) string {
 	return filepath.Join(dataDir, PartitionPrefix+strconv.Itoa(p))
 }
 
+// ConfigStore returns the file of the config store in dataDir (its format: package groupcfg). An
+// update of the store is written next to it first, as the same name with .tmp appended.
+func ConfigStore(dataDir string) string {
+	return filepath.Join(dataDir, "config", "store")
+}
+
 // Partitions returns the numbers of the state partitions whose directories path holds, in
 // increasing order, or nil when it holds none or is not a directory at all (a partition's log
 // directory or a segment file is no data directory). Files and other directories are ignored.

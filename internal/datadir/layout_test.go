@@ -15,6 +15,8 @@ func TestLayoutNames(t *testing.T) {
 		{PartitionDir("/var/lib/coordinatord", 0), "/var/lib/coordinatord/__share_group_state-0"},
 		{PartitionDir("data", 49), "data/__share_group_state-49"},
 		{PartitionDir("./data/", 7), "data/__share_group_state-7"},
+		{ConfigStore("/var/lib/coordinatord"), "/var/lib/coordinatord/config/store"},
+		{ConfigStore("./data"), "data/config/store"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %s, want %s", tc.got, tc.want)

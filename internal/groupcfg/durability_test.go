@@ -58,7 +58,7 @@ func runCrashChild(dir string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	m, err := Open(zap.NewNop(), dir, st, nil, Options{NodeID: 1})
+	m, err := Open(zap.NewNop(), storePath(dir), st, nil, Options{NodeID: 1})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -219,7 +219,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("step %d, %s: %v", step, name, err)
 			}
 			for _, n := range names {
-				if n != storeFileName {
+				if n != filepath.Base(storePath("/data")) {
 					t.Fatalf("step %d, %s: %s left in the config directory after reopen", step, name, n)
 				}
 			}
@@ -291,9 +291,9 @@ func TestUpdateAfterFailedCleanUp(t *testing.T) {
 	if res := f.alter(groupRes("g", set(keyDeliveryCountLimit, "7"))); res.ErrorCode != kafkaerr.UnknownServerError {
 		t.Fatalf("alter with failing writes and removals: %+v, want UNKNOWN_SERVER_ERROR", res)
 	}
-	tmp := filepath.Join("/data", storeDirName, storeTmpName)
+	tmp := storePath("/data") + tmpSuffix
 	if _, err := mem.ReadFile(tmp); err != nil {
-		t.Fatalf("the failed update left no %s behind (%v): the test does not reach the case", storeTmpName, err)
+		t.Fatalf("the failed update left no %s behind (%v): the test does not reach the case", tmp, err)
 	}
 	fsys.SetInjector(nil)
 	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "8")))
@@ -313,14 +313,14 @@ func TestLeftoverTempFile(t *testing.T) {
 	f := openFixture(t, dir, staticOf(t))
 	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
 	_ = f.m.Close()
-	good, err := os.ReadFile(filepath.Join(dir, storeDirName, storeFileName))
+	good, err := os.ReadFile(storePath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	newer := strings.Replace(string(good), `"7"`, `"9"`, 1)
 	for name, tmp := range map[string]string{"whole": newer, "torn": newer[:len(newer)/2], "empty": ""} {
 		t.Run(name, func(t *testing.T) {
-			tmpPath := filepath.Join(dir, storeDirName, storeTmpName)
+			tmpPath := storePath(dir) + tmpSuffix
 			if err := os.WriteFile(tmpPath, []byte(tmp), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -329,7 +329,7 @@ func TestLeftoverTempFile(t *testing.T) {
 				t.Fatalf("delivery count limit %d after reopen, want the acknowledged 7", got)
 			}
 			if _, err := os.Stat(tmpPath); !os.IsNotExist(err) {
-				t.Fatalf("leftover %s not removed: %v", storeTmpName, err)
+				t.Fatalf("leftover %s not removed: %v", tmpPath, err)
 			}
 			_ = r.m.Close()
 		})
@@ -343,7 +343,7 @@ func TestDamagedStore(t *testing.T) {
 	f := openFixture(t, base, staticOf(t))
 	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
 	_ = f.m.Close()
-	good, err := os.ReadFile(filepath.Join(base, storeDirName, storeFileName))
+	good, err := os.ReadFile(storePath(base))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestDamagedStore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			path := filepath.Join(dir, storeDirName, storeFileName)
+			path := storePath(dir)
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
 			}

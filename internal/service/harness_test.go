@@ -60,7 +60,7 @@ func startServer(t *testing.T, o testOptions) *testServer {
 	}
 	dir := t.TempDir()
 	reg := prometheus.NewRegistry()
-	cfg, err := groupcfg.Open(logger, dir, static, reg, groupcfg.Options{NodeID: 1})
+	cfg, err := groupcfg.Open(logger, filepath.Join(dir, "config", "store"), static, reg, groupcfg.Options{NodeID: 1})
 	if err != nil {
 		t.Fatalf("open config: %v", err)
 	}

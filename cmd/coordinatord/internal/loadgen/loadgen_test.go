@@ -40,7 +40,7 @@ func startServer(t *testing.T, serving bool, wrap func([]service.Partition) []se
 	}
 	dir := t.TempDir()
 	reg := prometheus.NewRegistry()
-	cfg, err := groupcfg.Open(logger, dir, static, reg, groupcfg.Options{NodeID: 1})
+	cfg, err := groupcfg.Open(logger, datadir.ConfigStore(dir), static, reg, groupcfg.Options{NodeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
