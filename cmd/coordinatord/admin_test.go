@@ -16,10 +16,11 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // TestReadyzWhileStopping: once the server is draining its calls before exit, both readiness
@@ -61,9 +62,9 @@ func (oneProvider) SnapshotUpdateRecordsPerSnapshot(string) int { return 500 }
 // Neither says ready before gRPC health serves.
 func TestReadyzExcludeFailedFollowsGRPCHealth(t *testing.T) {
 	fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
-	reloading := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 0, DataDir: "/data",
+	reloading := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 0, LogDir: datadir.PartitionDir("/data", 0),
 		Log: statelog.Options{FS: fsys}, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour})
-	healthy := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 1, DataDir: "/data",
+	healthy := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 1, LogDir: datadir.PartitionDir("/data", 1),
 		Log: statelog.Options{FS: faultfs.NewCrashFS()}})
 	t.Cleanup(func() { fsys.SetInjector(nil); _ = reloading.Close(); _ = healthy.Close() })
 	var ready readiness

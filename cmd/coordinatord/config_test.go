@@ -12,10 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 )
 
 // wantBadConfig runs the server on dataDir with args, its environment extended by env, and fails
@@ -359,25 +355,5 @@ func TestAdvertisedAddr(t *testing.T) {
 		if (err != nil) != tc.bad || host != tc.host || port != tc.port {
 			t.Errorf("advertisedAddr(%q, %v) = %q, %d, %v; want %q, %d, error %v", tc.flag, tc.listen, host, port, err, tc.host, tc.port, tc.bad)
 		}
-	}
-}
-
-// createPartitionDirs makes every state partition's directory before any partition loads; one it
-// cannot create (a file in its place) is left to its partition, with a warning.
-func TestCreatePartitionDirs(t *testing.T) {
-	dataDir := t.TempDir()
-	blocked := filepath.Join(dataDir, "__share_group_state-2")
-	if err := os.WriteFile(blocked, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zapcore.WarnLevel)
-	createPartitionDirs(zap.New(core), dataDir, 4)
-	for _, p := range []int{0, 1, 3} {
-		if st, err := os.Stat(filepath.Join(dataDir, "__share_group_state-"+strconv.Itoa(p))); err != nil || !st.IsDir() {
-			t.Fatalf("partition %d: %v", p, err)
-		}
-	}
-	if logs.FilterMessageSnippet("cannot create a state partition's directory").Len() != 1 {
-		t.Fatalf("want one warning for the blocked partition, got %v", logs.All())
 	}
 }

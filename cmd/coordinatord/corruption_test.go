@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
@@ -150,7 +151,7 @@ func TestCorruptedSegment(t *testing.T) {
 	}
 
 	// Flip a byte in the middle of the oldest segment of the victim partition.
-	victimDir := filepath.Join(dir, logDirPrefix+strconv.Itoa(victim))
+	victimDir := datadir.PartitionDir(dir, victim)
 	segs, err := filepath.Glob(filepath.Join(victimDir, "*.seg"))
 	if err != nil || len(segs) < 2 {
 		t.Fatalf("want at least two segments in %s, got %v (%v)", victimDir, segs, err)
@@ -341,20 +342,20 @@ func TestToolsRefuseWhatIsNotALog(t *testing.T) {
 	}
 	// A partition log directory and the data directory itself still dump, the latter also with
 	// a partition directory whose log was never started (no records, nothing to refuse).
-	for _, d := range []string{filepath.Join(dir, logDirPrefix+"0"), dir} {
+	for _, d := range []string{datadir.PartitionDir(dir, 0), dir} {
 		if _, stderr, code := runTool(t, "dump-log", d); code != 0 {
 			t.Errorf("dump-log %s: exit %d\n%s", d, code, stderr)
 		}
 	}
 	want, _, _ := runTool(t, "dump-log", dir)
-	if err := os.Mkdir(filepath.Join(dir, logDirPrefix+"99"), 0o755); err != nil {
+	if err := os.Mkdir(datadir.PartitionDir(dir, 99), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if out, stderr, code := runTool(t, "dump-log", dir); code != 0 || out != want {
 		t.Errorf("dump-log %s with an empty partition directory: exit %d, %d bytes of output (%d without it)\n%s", dir, code, len(out), len(want), stderr)
 	}
 	// A misnamed segment file alone is a damaged log, as the server finds it, not an absent one.
-	if err := os.WriteFile(filepath.Join(dir, logDirPrefix+"99", "junk.seg"), []byte("x"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(datadir.PartitionDir(dir, 99), "junk.seg"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, stderr, code := runTool(t, "dump-log", dir); code != exitFailure || !strings.Contains(stderr, "unrecognised segment file name") {
@@ -414,7 +415,7 @@ func damagedLastAppend(t *testing.T, sig syscall.Signal) (logDir, newest string,
 	if code := p.stop(sig); sig == syscall.SIGTERM && code != 0 {
 		t.Fatalf("exit status %d", code)
 	}
-	logDir = filepath.Join(dir, logDirPrefix+"0")
+	logDir = datadir.PartitionDir(dir, 0)
 	segs, err := filepath.Glob(filepath.Join(logDir, "*.seg"))
 	if err != nil || len(segs) == 0 {
 		t.Fatalf("segments: %v %v", segs, err)

@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,11 +21,12 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // serveFlags are the command-line flags of the server (API.md, "Command line").
@@ -106,12 +104,12 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 		return badConfig(err)
 	}
 
-	if err := checkDataDir(logger, f.dataDir); err != nil {
+	if err := datadir.Check(logger, f.dataDir); err != nil {
 		return badConfig(err)
 	}
 	// Two servers on one data directory would overwrite each other's config store and fight over
 	// the state logs: the second is refused before it reads anything.
-	dirLock, err := statelog.LockDir(vfs.OS(), f.dataDir)
+	dirLock, err := datadir.Lock(vfs.OS(), f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir %s: %w", f.dataDir, err)
 	}
@@ -230,42 +228,22 @@ func listen(f *serveFlags) (grpcLis, metricsLis net.Listener, err error) {
 	return grpcLis, metricsLis, nil
 }
 
-// checkDataDir refuses a --data-dir that cannot be the data directory, and warns when it does
-// not exist yet (it is created, empty).
-func checkDataDir(logger *zap.Logger, dir string) error {
-	switch st, err := os.Stat(dir); {
-	case errors.Is(err, fs.ErrNotExist) && isSymlink(dir):
-		// MkdirAll would fail with "file exists"; the link's target is what is missing.
-		target, _ := os.Readlink(dir)
-		return fmt.Errorf("--data-dir %s is a symbolic link to %s, which does not exist (is its volume mounted?): "+
-			"create the directory, or point --data-dir at it", dir, target)
-	case errors.Is(err, fs.ErrNotExist):
-		// A typo or a volume that is not mounted would otherwise look like a healthy, empty server.
-		logger.Warn("the data directory does not exist: creating it, with no state and no stored configuration",
-			zap.String("data_dir", dir))
-	case err == nil && !st.IsDir():
-		return fmt.Errorf("--data-dir %s is not a directory", dir)
-	}
-	return nil
-}
-
 // openConfig opens the configuration store of the data directory, whose lock the caller holds,
 // and creates the partition directories the server will load. The store records the partition
 // count on first start and checks it later; a data directory whose store is new but which holds
 // state partitions must agree with them. Every partition directory must be there once one holds
 // records: checked here, before a new store is written, or once the store has checked the count.
 func openConfig(logger *zap.Logger, f *serveFlags, static *groupcfg.Static, reg prometheus.Registerer) (*groupcfg.Manager, error) {
-	_, err := os.Stat(groupcfg.StorePath(f.dataDir))
-	newStore := errors.Is(err, fs.ErrNotExist)
+	newStore := !datadir.HasConfigStore(f.dataDir)
 	if newStore {
-		if err := checkPartitionDirs(f.dataDir, static.Broker().NumPartitions()); err != nil {
+		if err := datadir.CheckPartitionCount(f.dataDir, static.Broker().NumPartitions()); err != nil {
 			return nil, badConfig(err)
 		}
-		if err := checkMissingPartitions(f.dataDir, static.Broker().NumPartitions()); err != nil {
+		if err := datadir.CheckMissingPartitions(f.dataDir, static.Broker().NumPartitions()); err != nil {
 			return nil, err
 		}
 	}
-	cfg, err := groupcfg.Open(logger.Named("config"), f.dataDir, static, reg, groupcfg.Options{NodeID: f.nodeID})
+	cfg, err := groupcfg.Open(logger.Named("config"), datadir.ConfigStore(f.dataDir), static, reg, groupcfg.Options{NodeID: f.nodeID})
 	if err != nil {
 		var se *groupcfg.StaticError
 		if errors.As(err, &se) {
@@ -274,12 +252,12 @@ func openConfig(logger *zap.Logger, f *serveFlags, static *groupcfg.Static, reg 
 		return nil, fmt.Errorf("open configuration store in %s: %w", f.dataDir, err)
 	}
 	if !newStore {
-		if err := checkMissingPartitions(f.dataDir, cfg.Broker().NumPartitions()); err != nil {
+		if err := datadir.CheckMissingPartitions(f.dataDir, cfg.Broker().NumPartitions()); err != nil {
 			_ = cfg.Close()
 			return nil, err
 		}
 	}
-	createPartitionDirs(logger, f.dataDir, cfg.Broker().NumPartitions())
+	datadir.CreatePartitionDirs(logger, vfs.OS(), f.dataDir, cfg.Broker().NumPartitions())
 	return cfg, nil
 }
 
@@ -301,94 +279,6 @@ func drainCalls(logger *zap.Logger, shutdown func(context.Context) bool, timeout
 	if !shutdown(ctx) {
 		logger.Warn("the drain ended before every call finished: the rest were cancelled",
 			zap.Duration("shutdown.drain.timeout.ms", timeout))
-	}
-}
-
-// checkPartitionDirs refuses a partition count that the state partition directories already in
-// dataDir contradict. The config store records the count on first start, but a store that was
-// lost or moved aside would record whatever is configured now; the directories still tell.
-func checkPartitionDirs(dataDir string, n int) error {
-	ps, err := partitionDirs(dataDir)
-	if err != nil || len(ps) == 0 {
-		return err
-	}
-	have := ps[len(ps)-1] + 1
-	switch {
-	case have > n:
-		return fmt.Errorf("%s=%d, but --data-dir %s holds the state partitions of %d (%s0 to %s%d): changing the count would "+
-			"route share-group state keys to other partitions; start with %s=%d",
-			groupcfg.KeyNumPartitions, n, dataDir, have, logDirPrefix, logDirPrefix, have-1, groupcfg.KeyNumPartitions, have)
-	case have < n:
-		// Without the store the two cannot be told apart: a data directory created with fewer
-		// partitions, or one whose last partitions' directories are missing (a partial restore).
-		return fmt.Errorf("%s=%d, but --data-dir %s holds state partitions only up to %s%d: either it was created with %d "+
-			"(start with %s=%d; changing the count would route share-group state keys to other partitions), or the "+
-			"directories %s%d to %s%d are missing (restore them from the backup it came from)",
-			groupcfg.KeyNumPartitions, n, dataDir, logDirPrefix, have-1, have, groupcfg.KeyNumPartitions, have,
-			logDirPrefix, have, logDirPrefix, n-1)
-	}
-	return nil
-}
-
-// isSymlink reports whether path itself (not what it points to) is a symbolic link.
-func isSymlink(path string) bool {
-	st, err := os.Lstat(path)
-	return err == nil && st.Mode()&fs.ModeSymlink != 0
-}
-
-// checkMissingPartitions refuses a data directory in which a state partition's directory is
-// missing while another partition's log holds records: the server would create an empty log in
-// its place, and the state of every share partition routed there would be gone without a word
-// (a partial restore, a directory moved aside or deleted by hand). A data directory none of
-// whose logs holds a record starts: a first start interrupted before it created every
-// directory leaves one. To start a partition empty on purpose, create its directory.
-func checkMissingPartitions(dataDir string, n int) error {
-	var missing []string
-	holder := ""
-	for p := range n {
-		dir := shard.LogDir(dataDir, p)
-		entries, err := os.ReadDir(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			missing = append(missing, filepath.Base(dir))
-			continue
-		}
-		// Any other error is the partition's own: its load reports it.
-		for _, en := range entries {
-			if holder != "" || !statelog.IsSegmentFile(en.Name()) {
-				continue
-			}
-			if info, err := en.Info(); err == nil && info.Size() > statelog.SegmentHeaderBytes {
-				holder = filepath.Base(dir)
-			}
-		}
-	}
-	if len(missing) == 0 || holder == "" {
-		return nil
-	}
-	shown := missing
-	if len(shown) > 5 {
-		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(missing)-5))
-	}
-	return fmt.Errorf("--data-dir %s: the directories of %d state partitions are missing (%s) while %s holds records: "+
-		"their logs would start empty, and the share-group state they held would be lost; restore them from a backup, "+
-		"or, to start them empty on purpose, create them as empty directories", dataDir, len(missing), strings.Join(shown, ", "), holder)
-}
-
-// createPartitionDirs creates every state partition's directory, and makes the entries durable,
-// before any partition loads and takes writes: a partition loading late (or retrying a failed
-// create) must not leave its directory missing next to another's acknowledged records, which
-// checkMissingPartitions would refuse at the next start. A directory that cannot be created (or
-// a data directory that cannot be synced) is left to the partitions, which report the error and
-// retry.
-func createPartitionDirs(logger *zap.Logger, dataDir string, n int) {
-	fsys := vfs.OS()
-	for p := range n {
-		if err := fsys.MkdirAll(shard.LogDir(dataDir, p)); err != nil {
-			logger.Warn("cannot create a state partition's directory; the partition retries when it loads", zap.Error(err))
-		}
-	}
-	if err := fsys.SyncDir(dataDir); err != nil {
-		logger.Warn("cannot sync the data directory after creating the state partitions' directories; each partition syncs it again when it loads", zap.Error(err))
 	}
 }
 

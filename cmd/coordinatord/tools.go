@@ -9,23 +9,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/record"
-	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
 	"github.com/coordinatord/coordinatord/internal/tlsconfig"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
-
-// logDirPrefix names a state partition's log directory inside the data directory.
-const logDirPrefix = shard.LogDirPrefix
 
 // args wraps a positional-argument check so its failures count as usage errors (exit 2).
 func args(check cobra.PositionalArgs) cobra.PositionalArgs {
@@ -44,7 +38,7 @@ func newDumpLogCommand(e env) *cobra.Command {
 		Long: "dump-log decodes share-group state records (Kafka's __share_group_state layout) and prints\n" +
 			"one JSON object per record: offset, type (snapshot, update, tombstone), group, topic_id,\n" +
 			"partition and the decoded value. The argument is a partition log directory\n" +
-			"(DATA_DIR/" + logDirPrefix + "N), a single segment file, or a whole data directory (every\n" +
+			"(DATA_DIR/" + datadir.PartitionPrefix + "N), a single segment file, or a whole data directory (every\n" +
 			"partition in order, each line then also carries state_partition). It only reads, so it is\n" +
 			"safe on a running server's data (a record being written may be left out).",
 		Args: args(cobra.ExactArgs(1)),
@@ -79,7 +73,7 @@ func dumpLog(ctx context.Context, e env, path string) error {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 
-	partitions, err := partitionDirs(path)
+	partitions, err := datadir.Partitions(path)
 	if err != nil {
 		return err
 	}
@@ -98,7 +92,7 @@ func dumpLog(ctx context.Context, e env, path string) error {
 		})
 	}
 	if partitions == nil {
-		const what = "a partition log directory (DATA_DIR/" + logDirPrefix + "N), one of its segment files, or a data directory"
+		const what = "a partition log directory (DATA_DIR/" + datadir.PartitionPrefix + "N), one of its segment files, or a data directory"
 		if err := segmentFileOrDir(path, what); err != nil {
 			return err
 		}
@@ -109,7 +103,7 @@ func dumpLog(ctx context.Context, e env, path string) error {
 		for _, p := range partitions {
 			// A partition directory without log files holds no records: its log was never
 			// started, and the server starts it at the next start-up.
-			if err = dumpOne(shard.LogDir(path, p), &p); err != nil && !errors.Is(err, statelog.ErrNoLog) {
+			if err = dumpOne(datadir.PartitionDir(path, p), &p); err != nil && !errors.Is(err, statelog.ErrNoLog) {
 				break
 			}
 			err = nil
@@ -122,34 +116,6 @@ func dumpLog(ctx context.Context, e env, path string) error {
 		return fmt.Errorf("%d records could not be decoded (see their \"error\" field)", bad)
 	}
 	return nil
-}
-
-// partitionDirs lists the state partitions of a data directory in order, or returns nil when path
-// is not a data directory (a partition log directory or a segment file).
-func partitionDirs(path string) ([]int, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		return nil, nil
-	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var ps []int
-	for _, en := range entries {
-		if !en.IsDir() || !strings.HasPrefix(en.Name(), logDirPrefix) {
-			continue
-		}
-		p, err := strconv.Atoi(strings.TrimPrefix(en.Name(), logDirPrefix))
-		if err == nil && p >= 0 {
-			ps = append(ps, p)
-		}
-	}
-	sort.Ints(ps)
-	return ps, nil
 }
 
 // segmentFileOrDir refuses a path that is neither a directory nor a segment file (*.seg): the
@@ -253,7 +219,7 @@ func newRepairLogCommand(e env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "repair-log DIR",
 		Short: "Truncate a corrupted state log at the corruption point (asks for --yes)",
-		Long: "repair-log checks the partition log in DIR (DATA_DIR/" + logDirPrefix + "N). Without --yes it only\n" +
+		Long: "repair-log checks the partition log in DIR (DATA_DIR/" + datadir.PartitionPrefix + "N). Without --yes it only\n" +
 			"reports the corruption and what a repair would drop. With --yes it truncates the damaged\n" +
 			"segment at the corruption point, deletes every later segment, and prints exactly what was\n" +
 			"dropped. Records after the corruption point are lost: take a copy of DIR first. Run it only\n" +
@@ -282,7 +248,7 @@ func repairLog(e env, dir string, yes bool) error {
 	}
 	report, err := statelog.Repair(repairLogger, dir, opts)
 	if errors.Is(err, statelog.ErrNoLog) {
-		return noLog(dir, "one state partition's log directory (DATA_DIR/"+logDirPrefix+"N)")
+		return noLog(dir, "one state partition's log directory (DATA_DIR/"+datadir.PartitionPrefix+"N)")
 	}
 	if err != nil {
 		return fmt.Errorf("repair %s: %w", dir, err)

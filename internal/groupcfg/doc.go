@@ -31,9 +31,10 @@
 //
 // # On-disk format
 //
-// The store is one file, <dataDir>/config/store, holding the whole durable state: the number of
-// state partitions recorded on first start, the dynamic broker values and every group's
-// overrides. It is text, so that an operator can read it:
+// The store is one file, at the path Open is given (the server's is <data-dir>/config/store, see
+// package datadir), holding the whole durable state: the number of state partitions recorded on
+// first start, the dynamic broker values and every group's overrides. It is text, so that an
+// operator can read it:
 //
 //	+--------------------------------------------------------------+
 //	| coordinatord-config <version> <length> <crc32c>\n            |  header line
@@ -53,10 +54,11 @@
 // version (a later one with a *StoreError whose Newer is set: the file is not damaged, a newer
 // release wrote it).
 //
-// An update writes the whole new state to <dataDir>/config/store.tmp, fsyncs it, renames it over
-// store and fsyncs the directory; only then is the change acknowledged and made visible. A crash
-// at any point leaves either the old or the new file (a leftover store.tmp is an update that was
-// never acknowledged, and is removed on open). A store file that fails any check (header, length,
+// An update writes the whole new state to the store's path with .tmp appended (store.tmp), fsyncs
+// it, renames it over the store and fsyncs the directory; only then is the change acknowledged
+// and made visible. The first one also fsyncs the directory's parent, where Open created the
+// directory. A crash at any point leaves either the old or the new file (a leftover store.tmp is
+// an update that was never acknowledged, and is removed on open). A store file that fails any check (header, length,
 // checksum, contents) stops start-up with a *StoreError naming the file and the damage. Once an
 // fsync fails, what is on disk is uncertain and the store refuses further changes until a
 // restart reloads it.

@@ -11,12 +11,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 const crashChildEnv = "GROUPCFG_CRASH_CHILD_DIR"
@@ -55,7 +58,7 @@ func runCrashChild(dir string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	m, err := Open(zap.NewNop(), dir, st, nil, Options{NodeID: 1})
+	m, err := Open(zap.NewNop(), storePath(dir), st, nil, Options{NodeID: 1})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -134,6 +137,32 @@ func TestKillDuringUpdates(t *testing.T) {
 	}
 }
 
+// newDataFS returns an in-memory file system holding the directory /data, durably: the data
+// directory is its owner's, created before the store is opened in it.
+func newDataFS(t *testing.T) *faultfs.CrashFS {
+	t.Helper()
+	mem := faultfs.NewCrashFS()
+	if err := mem.MkdirAll("/data"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	return mem
+}
+
+// dieAt fails the n-th operation (counting from 1) it is consulted about and every later one, as
+// if the process had died there.
+func dieAt(n int64) faultfs.Injector {
+	var seen atomic.Int64
+	return faultfs.InjectorFunc(func(faultfs.Op) error {
+		if seen.Add(1) >= n {
+			return syscall.EIO
+		}
+		return nil
+	})
+}
+
 // TestCrashAtEveryStep fails the store at every filesystem operation of an update in turn, as a
 // crash there would (the process dies: nothing after the fault happens). Reopening, both as after
 // a process crash (page cache kept) and as after a power cut (only synced data kept, and with
@@ -143,8 +172,9 @@ func TestCrashAtEveryStep(t *testing.T) {
 	st := staticOf(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	sawAck, sawFailure := false, false
-	for step := 1; ; step++ {
-		fsys := newMemFS()
+	for step := int64(1); ; step++ {
+		mem := newDataFS(t)
+		fsys := faultfs.Wrap(mem, nil)
 		f, err := tryOpen(t, "/data", st, fsys)
 		if err != nil {
 			t.Fatalf("open: %v", err)
@@ -154,7 +184,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("first update: %s", res.ErrorMessage)
 			}
 		}
-		fsys.failFrom(step, true)
+		fsys.SetInjector(dieAt(step))
 		results := f.m.IncrementalAlterConfigs(generationUpdate(2), false)
 		acked := results[0].ErrorCode == kafkaerr.None && results[1].ErrorCode == kafkaerr.None
 		if results[0].ErrorCode != results[1].ErrorCode {
@@ -165,9 +195,12 @@ func TestCrashAtEveryStep(t *testing.T) {
 			t.Fatalf("step %d: live values are update %d (%v) after acked=%v", step, g, err, acked)
 		}
 
-		crashes := map[string]*memFS{"process crash": fsys, "power cut": fsys.PowerCut(nil), "power cut, torn writes": fsys.PowerCut(rng)}
+		crashes := map[string]*faultfs.CrashFS{
+			"process crash":          mem,
+			"power cut":              mem.CrashClone(faultfs.CrashOptions{}),
+			"power cut, torn writes": mem.CrashClone(faultfs.CrashOptions{Rand: rng}),
+		}
 		for name, after := range crashes {
-			after.revive()
 			r, err := tryOpen(t, "/data", st, after)
 			if err != nil {
 				t.Fatalf("step %d, %s: reopen: %v", step, name, err)
@@ -181,8 +214,12 @@ func TestCrashAtEveryStep(t *testing.T) {
 			case got != 1 && got != 2:
 				t.Fatalf("step %d, %s: reopen finds %d, want 1 or 2", step, name, got)
 			}
-			for _, n := range after.names("/data/config") {
-				if n != storeFileName {
+			names, err := after.ReadDir("/data/config")
+			if err != nil {
+				t.Fatalf("step %d, %s: %v", step, name, err)
+			}
+			for _, n := range names {
+				if n != filepath.Base(storePath("/data")) {
 					t.Fatalf("step %d, %s: %s left in the config directory after reopen", step, name, n)
 				}
 			}
@@ -204,24 +241,23 @@ func TestCrashAtEveryStep(t *testing.T) {
 func TestStoreFailures(t *testing.T) {
 	for _, tc := range []struct {
 		op     string
+		kind   faultfs.OpKind
 		sticky bool
 	}{
-		{"create", false},
-		{"write", false},
-		{"close", false},
-		{"rename", false},
-		{"sync", true},
-		{"syncdir", true},
+		{"create", faultfs.OpCreate, false},
+		{"write", faultfs.OpWrite, false},
+		{"close", faultfs.OpClose, false},
+		{"rename", faultfs.OpRename, false},
+		{"sync", faultfs.OpSync, true},
+		{"syncdir", faultfs.OpSyncDir, true},
 	} {
 		t.Run("op="+tc.op, func(t *testing.T) {
-			fsys := newMemFS()
+			fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
 			f, err := tryOpen(t, "/data", staticOf(t), fsys)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fsys.mu.Lock()
-			fsys.failOps = map[string]error{tc.op: fmt.Errorf("%s: %w", tc.op, syscall.ENOSPC)}
-			fsys.mu.Unlock()
+			fsys.SetInjector(faultfs.Match(faultfs.OnKinds(tc.kind), fmt.Errorf("%s: %w", tc.op, syscall.ENOSPC)))
 			res := f.alter(groupRes("g", set(keyDeliveryCountLimit, "7")))
 			if res.ErrorCode != kafkaerr.UnknownServerError || !strings.Contains(res.ErrorMessage, "no space left on device") ||
 				strings.Contains(res.ErrorMessage, "/data") {
@@ -230,7 +266,7 @@ func TestStoreFailures(t *testing.T) {
 			if got := f.m.groupInt("g", keyDeliveryCountLimit); got != 5 {
 				t.Fatalf("a refused change is visible: delivery count limit %d", got)
 			}
-			fsys.revive()
+			fsys.SetInjector(nil)
 			res = f.alter(groupRes("g", set(keyDeliveryCountLimit, "8")))
 			switch {
 			case tc.sticky && (res.ErrorCode != kafkaerr.UnknownServerError || !strings.Contains(res.ErrorMessage, "restart")):
@@ -242,6 +278,34 @@ func TestStoreFailures(t *testing.T) {
 	}
 }
 
+// TestUpdateAfterFailedCleanUp: an update whose write failed and whose temporary file could not
+// be removed either leaves that file behind; the next update replaces it and succeeds.
+func TestUpdateAfterFailedCleanUp(t *testing.T) {
+	mem := newDataFS(t)
+	fsys := faultfs.Wrap(mem, nil)
+	f, err := tryOpen(t, "/data", staticOf(t), fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys.SetInjector(faultfs.Match(faultfs.OnKinds(faultfs.OpWrite, faultfs.OpRemove), syscall.EIO))
+	if res := f.alter(groupRes("g", set(keyDeliveryCountLimit, "7"))); res.ErrorCode != kafkaerr.UnknownServerError {
+		t.Fatalf("alter with failing writes and removals: %+v, want UNKNOWN_SERVER_ERROR", res)
+	}
+	tmp := storePath("/data") + tmpSuffix
+	if _, err := mem.ReadFile(tmp); err != nil {
+		t.Fatalf("the failed update left no %s behind (%v): the test does not reach the case", tmp, err)
+	}
+	fsys.SetInjector(nil)
+	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "8")))
+	r, err := tryOpen(t, "/data", staticOf(t), mem.CrashClone(faultfs.CrashOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.m.groupInt("g", keyDeliveryCountLimit); got != 8 {
+		t.Fatalf("delivery count limit %d after a power cut, want the acknowledged 8", got)
+	}
+}
+
 // TestLeftoverTempFile checks that an unfinished update (a store.tmp next to the store, whole
 // or torn) is ignored and removed on open.
 func TestLeftoverTempFile(t *testing.T) {
@@ -249,14 +313,14 @@ func TestLeftoverTempFile(t *testing.T) {
 	f := openFixture(t, dir, staticOf(t))
 	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
 	_ = f.m.Close()
-	good, err := os.ReadFile(filepath.Join(dir, storeDirName, storeFileName))
+	good, err := os.ReadFile(storePath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	newer := strings.Replace(string(good), `"7"`, `"9"`, 1)
 	for name, tmp := range map[string]string{"whole": newer, "torn": newer[:len(newer)/2], "empty": ""} {
 		t.Run(name, func(t *testing.T) {
-			tmpPath := filepath.Join(dir, storeDirName, storeTmpName)
+			tmpPath := storePath(dir) + tmpSuffix
 			if err := os.WriteFile(tmpPath, []byte(tmp), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +329,7 @@ func TestLeftoverTempFile(t *testing.T) {
 				t.Fatalf("delivery count limit %d after reopen, want the acknowledged 7", got)
 			}
 			if _, err := os.Stat(tmpPath); !os.IsNotExist(err) {
-				t.Fatalf("leftover %s not removed: %v", storeTmpName, err)
+				t.Fatalf("leftover %s not removed: %v", tmpPath, err)
 			}
 			_ = r.m.Close()
 		})
@@ -279,7 +343,7 @@ func TestDamagedStore(t *testing.T) {
 	f := openFixture(t, base, staticOf(t))
 	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
 	_ = f.m.Close()
-	good, err := os.ReadFile(filepath.Join(base, storeDirName, storeFileName))
+	good, err := os.ReadFile(storePath(base))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,14 +376,14 @@ func TestDamagedStore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			path := filepath.Join(dir, storeDirName, storeFileName)
+			path := storePath(dir)
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := tryOpen(t, dir, staticOf(t), osFS{})
+			_, err := tryOpen(t, dir, staticOf(t), vfs.OS())
 			var se *StoreError
 			if !errors.As(err, &se) {
 				t.Fatalf("open: %v, want a *StoreError", err)

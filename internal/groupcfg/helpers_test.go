@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 func TestMain(m *testing.M) {
@@ -85,14 +86,19 @@ type fixture struct {
 // written to the test log.
 func openFixture(t testing.TB, dir string, st *Static) *fixture {
 	t.Helper()
-	f, err := tryOpen(t, dir, st, osFS{})
+	f, err := tryOpen(t, dir, st, vfs.OS())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	return f
 }
 
-func tryOpen(t testing.TB, dir string, st *Static, fsys fileSystem) (*fixture, error) {
+// storePath is where the tests keep the config store of the directory dir: in config/store, as
+// the server does in its data directory.
+func storePath(dir string) string { return filepath.Join(dir, "config", "store") }
+
+// tryOpen opens a Manager on the store of dir in fsys.
+func tryOpen(t testing.TB, dir string, st *Static, fsys vfs.FS) (*fixture, error) {
 	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	logger := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
@@ -100,7 +106,7 @@ func tryOpen(t testing.TB, dir string, st *Static, fsys fileSystem) (*fixture, e
 		logger = zap.New(core) // keep benchmark output to the figures
 	}
 	reg := prometheus.NewRegistry()
-	m, err := open(logger, dir, st, reg, Options{NodeID: 1}, fsys)
+	m, err := open(logger, storePath(dir), st, reg, Options{NodeID: 1}, fsys)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +175,7 @@ func labelValue(m *dto.Metric, name string) string {
 // readStore reads and decodes the store file under dir.
 func readStore(t testing.TB, dir string) *storeState {
 	t.Helper()
-	path := filepath.Join(dir, storeDirName, storeFileName)
+	path := storePath(dir)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read store: %v", err)
@@ -191,7 +197,7 @@ func rewriteStore(t testing.TB, dir string, edit func(*storeState)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(StorePath(dir), data, 0o644); err != nil {
+	if err := os.WriteFile(storePath(dir), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

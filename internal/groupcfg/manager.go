@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // Options configures a Manager beyond the static configuration.
@@ -20,7 +22,7 @@ type Options struct {
 }
 
 // Manager owns the configuration in force: the static broker configuration, the dynamic broker
-// values and the per-group overrides kept durable under <dataDir>/config. Its Provider method
+// values and the per-group overrides kept durable in the config store. Its Provider method
 // (SnapshotUpdateRecordsPerSnapshot) is lock-free and safe for concurrent use; admin operations
 // are serialized among themselves and never block it.
 type Manager struct {
@@ -80,16 +82,17 @@ func resolvePositions(sch *schema) (positions, error) {
 	return p, nil
 }
 
-// Open loads the durable store under dataDir/config (a damaged store → *StoreError naming the
-// file), records share.coordinator.state.topic.num.partitions on first start and refuses a
-// different value later (a *StaticError, as for any other configuration problem). Stored group
-// overrides never stop start-up: those outside the bounds now in force are clamped when
-// evaluated, with a WARN log. reg may be nil (metrics are then kept but not registered).
-func Open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Registerer, opts Options) (*Manager, error) {
-	return open(logger, dataDir, static, reg, opts, osFS{})
+// Open loads the config store kept in the file path (a damaged store → *StoreError naming the
+// file), creating the file's directory if needed, records
+// share.coordinator.state.topic.num.partitions on first start and refuses a different value
+// later (a *StaticError, as for any other configuration problem). Stored group overrides never
+// stop start-up: those outside the bounds now in force are clamped when evaluated, with a WARN
+// log. reg may be nil (metrics are then kept but not registered).
+func Open(logger *zap.Logger, path string, static *Static, reg prometheus.Registerer, opts Options) (*Manager, error) {
+	return open(logger, path, static, reg, opts, vfs.OS())
 }
 
-func open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Registerer, opts Options, fsys fileSystem) (*Manager, error) {
+func open(logger *zap.Logger, path string, static *Static, reg prometheus.Registerer, opts Options, fsys vfs.FS) (*Manager, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -101,7 +104,7 @@ func open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Reg
 	if err != nil {
 		return nil, fmt.Errorf("open config manager: %w", err)
 	}
-	st, state, err := openStore(fsys, dataDir)
+	st, state, err := openStore(fsys, path)
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +112,9 @@ func open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Reg
 	if state == nil {
 		state = &storeState{NumPartitions: numPartitions, Generation: 1}
 		if err := st.writeFirst(state); err != nil {
-			return nil, fmt.Errorf("record %s=%d in %s: %w", keyNumPartitions, numPartitions, st.path(), err)
+			return nil, fmt.Errorf("record %s=%d in %s: %w", keyNumPartitions, numPartitions, st.path, err)
 		}
-		logger.Info("created the config store", zap.String("path", st.path()), zap.Int(keyNumPartitions, numPartitions))
+		logger.Info("created the config store", zap.String("path", st.path), zap.Int(keyNumPartitions, numPartitions))
 	} else if state.NumPartitions != numPartitions {
 		// A configuration problem like those of LoadStatic (and reported the same way).
 		i := sch.index[keyNumPartitions]
@@ -119,7 +122,7 @@ func open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Reg
 			Key: keyNumPartitions, Value: fmtInt(int64(numPartitions)), Source: static.state.origin[i], kind: problemRelation,
 			Message: fmt.Sprintf("%s=%d differs from %d, the value recorded in %s on first start: changing it would route "+
 				"share-group state keys to other partitions; start with %s=%d instead of the %d given",
-				keyNumPartitions, numPartitions, state.NumPartitions, st.path(), keyNumPartitions, state.NumPartitions, numPartitions),
+				keyNumPartitions, numPartitions, state.NumPartitions, st.path, keyNumPartitions, state.NumPartitions, numPartitions),
 		}}}
 	}
 	if state.Broker == nil {
@@ -135,7 +138,7 @@ func open(logger *zap.Logger, dataDir string, static *Static, reg prometheus.Reg
 	m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos, store: st}
 	m.warnIgnored(state)
 	m.view.Store(m.buildView(state, m.brokerInForce(state), nil, nil))
-	logger.Info("loaded the config store", zap.String("path", st.path()), zap.Uint64("generation", state.Generation),
+	logger.Info("loaded the config store", zap.String("path", st.path), zap.Uint64("generation", state.Generation),
 		zap.Int("dynamic_broker_configs", len(state.Broker)), zap.Int("groups_with_overrides", len(state.Groups)))
 	return m, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // TestGroupSnapshotOverride is the snapshot-frequency proposal's group-level test: an override
@@ -132,7 +133,7 @@ func TestKIP1240RestartSequence(t *testing.T) {
 	if err := f.m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	before, err := os.ReadFile(filepath.Join(dir, storeDirName, storeFileName))
+	before, err := os.ReadFile(storePath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestKIP1240RestartSequence(t *testing.T) {
 			t.Errorf("%s: %d WARN logs at start-up, want %v", tc.key, len(w), want)
 		}
 	}
-	after, err := os.ReadFile(filepath.Join(dir, storeDirName, storeFileName))
+	after, err := os.ReadFile(storePath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestNumPartitionsRecorded(t *testing.T) {
 	if got := readStore(t, dir).NumPartitions; got != 8 {
 		t.Fatalf("recorded %d, want 8", got)
 	}
-	_, err := tryOpen(t, dir, staticOf(t), osFS{})
+	_, err := tryOpen(t, dir, staticOf(t), vfs.OS())
 	var se *StaticError
 	if !errors.As(err, &se) || len(se.Problems) != 1 || se.Problems[0].Key != keyNumPartitions || !strings.Contains(err.Error(), "share.coordinator.state.topic.num.partitions=50 differs from 8") ||
 		!strings.Contains(err.Error(), "start with share.coordinator.state.topic.num.partitions=8") {
@@ -233,14 +234,14 @@ func TestResourceAtomicity(t *testing.T) {
 func TestValidateOnly(t *testing.T) {
 	f := openFixture(t, t.TempDir(), staticOf(t))
 	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
-	before, _ := os.ReadFile(filepath.Join(f.dir, storeDirName, storeFileName))
+	before, _ := os.ReadFile(storePath(f.dir))
 	request := []AlterResource{
 		groupRes("g", set(keyDeliveryCountLimit, "8"), del(keyRecordLocks)),
 		groupRes("h", set(keyDeliveryCountLimit, "11")),
 		brokerRes(set(keySnapshotCeiling, "700")),
 	}
 	dry := f.m.IncrementalAlterConfigs(request, true)
-	after, _ := os.ReadFile(filepath.Join(f.dir, storeDirName, storeFileName))
+	after, _ := os.ReadFile(storePath(f.dir))
 	if !bytes.Equal(before, after) {
 		t.Fatal("validate_only changed the store")
 	}
@@ -398,7 +399,7 @@ func TestCloseStopsChanges(t *testing.T) {
 		}
 	}
 	// The same registry takes a reopened Manager.
-	m, err := Open(nil, f.dir, staticOf(t), f.reg, Options{NodeID: 1})
+	m, err := Open(nil, storePath(f.dir), staticOf(t), f.reg, Options{NodeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,12 +408,12 @@ func TestCloseStopsChanges(t *testing.T) {
 
 func TestMetricsShareRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a, err := Open(nil, t.TempDir(), staticOf(t), reg, Options{})
+	a, err := Open(nil, storePath(t.TempDir()), staticOf(t), reg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(nil, t.TempDir(), staticOf(t), reg, Options{})
+	b, err := Open(nil, storePath(t.TempDir()), staticOf(t), reg, Options{})
 	if err != nil {
 		t.Fatalf("second Manager on one registry: %v", err)
 	}
@@ -422,7 +423,7 @@ func TestMetricsShareRegistry(t *testing.T) {
 	}
 	clash := prometheus.NewRegistry()
 	clash.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "sharecoord_group_config_clamped"}))
-	if _, err := Open(nil, t.TempDir(), staticOf(t), clash, Options{}); err == nil {
+	if _, err := Open(nil, storePath(t.TempDir()), staticOf(t), clash, Options{}); err == nil {
 		t.Fatal("Open succeeded on a registry with a different collector of the same name")
 	}
 }
@@ -442,10 +443,10 @@ func TestIgnoredStoredEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, storeDirName), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(storePath(dir)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, storeDirName, storeFileName), data, 0o644); err != nil {
+	if err := os.WriteFile(storePath(dir), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f := openFixture(t, dir, staticOf(t))

@@ -10,15 +10,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // On-disk names and format constants. They are part of the format: see doc.go.
 const (
-	storeDirName  = "config"
-	storeFileName = "store"
-	storeTmpName  = "store.tmp"
-	storeMagic    = "coordinatord-config"
-	storeVersion  = 1
+	// tmpSuffix makes the name of an update in progress from the store's: store.tmp.
+	tmpSuffix    = ".tmp"
+	storeMagic   = "coordinatord-config"
+	storeVersion = 1
 	// maxHeaderLen bounds the header line; a longer first line is damage, not a header.
 	maxHeaderLen = 64
 )
@@ -140,26 +141,27 @@ func decodeStore(path string, data []byte) (*storeState, error) {
 // errStoreFailed marks a write refused because an earlier one left the store file uncertain.
 var errStoreFailed = errors.New("config store failed")
 
-// store keeps a storeState durable in one file under <dataDir>/config, replaced atomically.
-// It is used by one goroutine at a time (the Manager's admin lock).
+// store keeps a storeState durable in one file, replaced atomically. It is used by one goroutine
+// at a time (the Manager's admin lock).
 type store struct {
-	fs      fileSystem
-	dataDir string
-	dir     string
+	fs   vfs.FS
+	path string // the store file
+	dir  string // its directory
+	tmp  string // the file an update is written to before it replaces path
 	// failed is sticky: once an fsync or the replacement itself failed, what is on disk is
 	// uncertain, so every later write is refused until a restart reloads the file.
 	failed error
 }
 
-// openStore prepares <dataDir>/config and loads the store file (nil state when there is none).
-// A leftover temporary file is an update that never completed (and was never acknowledged): it
-// is removed.
-func openStore(fsys fileSystem, dataDir string) (*store, *storeState, error) {
-	s := &store{fs: fsys, dataDir: dataDir, dir: filepath.Join(dataDir, storeDirName)}
+// openStore prepares the directory of the store file path and loads the file (nil state when
+// there is none). A leftover temporary file is an update that never completed (and was never
+// acknowledged): it is removed.
+func openStore(fsys vfs.FS, path string) (*store, *storeState, error) {
+	s := &store{fs: fsys, path: path, dir: filepath.Dir(path), tmp: path + tmpSuffix}
 	if err := fsys.MkdirAll(s.dir); err != nil {
 		return nil, nil, fmt.Errorf("create config store directory %s: %w", s.dir, err)
 	}
-	tmp := filepath.Join(s.dir, storeTmpName)
+	tmp := s.tmp
 	switch err := fsys.Remove(tmp); {
 	case err == nil:
 		if err := fsys.SyncDir(s.dir); err != nil {
@@ -168,8 +170,7 @@ func openStore(fsys fileSystem, dataDir string) (*store, *storeState, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, nil, fmt.Errorf("remove unfinished config store update %s: %w", tmp, err)
 	}
-	path := s.path()
-	data, err := fsys.ReadFile(path)
+	data, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, nil, nil
 	}
@@ -183,30 +184,25 @@ func openStore(fsys fileSystem, dataDir string) (*store, *storeState, error) {
 	return s, st, nil
 }
 
-func (s *store) path() string { return StorePath(s.dataDir) }
-
-// StorePath is the file of the config store of the data directory dataDir.
-func StorePath(dataDir string) string { return filepath.Join(dataDir, storeDirName, storeFileName) }
-
 // write replaces the store file with st and returns once the new file is durable: it writes a
 // temporary file, fsyncs it, renames it over the store file and fsyncs the directory. On error
 // the store file holds the old state (or, if only the final directory fsync failed, possibly the
 // new one), and st must not be treated as acknowledged.
 func (s *store) write(st *storeState) error {
 	if s.failed != nil {
-		return fmt.Errorf("%w: config store %s failed earlier (%v); restart coordinatord to recover", errStoreFailed, s.path(), s.failed)
+		return fmt.Errorf("%w: config store %s failed earlier (%v); restart coordinatord to recover", errStoreFailed, s.path, s.failed)
 	}
 	data, err := encodeStore(st)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.dir, storeTmpName)
+	tmp := s.tmp
 	discard := func() { _ = s.fs.Remove(tmp) }
-	f, err := s.fs.Create(tmp)
+	f, err := s.createTmp(tmp)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := f.WriteAt(data, 0); err != nil {
 		_ = f.Close()
 		discard()
 		return fmt.Errorf("write %s: %w", tmp, err)
@@ -221,9 +217,9 @@ func (s *store) write(st *storeState) error {
 		discard()
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
-	if err := s.fs.Rename(tmp, s.path()); err != nil {
+	if err := s.fs.Rename(tmp, s.path); err != nil {
 		discard()
-		return fmt.Errorf("rename %s to %s: %w", tmp, s.path(), err)
+		return fmt.Errorf("rename %s to %s: %w", tmp, s.path, err)
 	}
 	if err := s.fs.SyncDir(s.dir); err != nil {
 		s.failed = fmt.Errorf("fsync directory %s: %w", s.dir, err)
@@ -232,13 +228,27 @@ func (s *store) write(st *storeState) error {
 	return nil
 }
 
-// writeFirst writes the first state of a new store and makes the config directory itself durable.
+// createTmp creates the temporary file of an update. One left by an update whose clean-up failed
+// too is replaced: it was never acknowledged.
+func (s *store) createTmp(tmp string) (vfs.File, error) {
+	f, err := s.fs.Create(tmp)
+	if errors.Is(err, fs.ErrExist) {
+		if err = s.fs.Remove(tmp); err == nil {
+			f, err = s.fs.Create(tmp)
+		}
+	}
+	return f, err
+}
+
+// writeFirst writes the first state of a new store and makes the store's directory itself
+// durable, in its parent.
 func (s *store) writeFirst(st *storeState) error {
 	if err := s.write(st); err != nil {
 		return err
 	}
-	if err := s.fs.SyncDir(s.dataDir); err != nil {
-		s.failed = fmt.Errorf("fsync directory %s: %w", s.dataDir, err)
+	parent := filepath.Dir(s.dir)
+	if err := s.fs.SyncDir(parent); err != nil {
+		s.failed = fmt.Errorf("fsync directory %s: %w", parent, err)
 		return s.failed
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,8 +21,8 @@ import (
 	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -48,7 +49,7 @@ func startFaultServer(t *testing.T, dir string, partitions int) *faultServer {
 	for p := range partitions {
 		fsys := faultfs.Wrap(vfs.OS(), nil)
 		s := shard.Open(logger, fixedLimit(200), shard.Options{
-			Partition: p, DataDir: dir, Metrics: metrics, AppendLingerMs: -1,
+			Partition: p, LogDir: filepath.Join(dir, strconv.Itoa(p)), Metrics: metrics, AppendLingerMs: -1,
 			Log:          statelog.Options{FS: fsys, Metrics: logMetrics},
 			RetryBackoff: 5 * time.Millisecond, MaxRetryBackoff: 50 * time.Millisecond,
 		})

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -12,7 +13,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -150,7 +151,7 @@ func newFuzzTarget(tb testing.TB) *fuzzTarget {
 	ft := &fuzzTarget{}
 	parts := make([]Partition, partitions)
 	for p := range partitions {
-		s := shard.Open(nil, fixedLimit(200), shard.Options{Partition: p, DataDir: "/data", Log: statelog.Options{FS: fsys}})
+		s := shard.Open(nil, fixedLimit(200), shard.Options{Partition: p, LogDir: "/data/" + strconv.Itoa(p), Log: statelog.Options{FS: fsys}})
 		if err := s.WaitLoaded(context.Background()); err != nil {
 			tb.Fatal(err)
 		}

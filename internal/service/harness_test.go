@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"net"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func startServer(t *testing.T, o testOptions) *testServer {
 	}
 	dir := t.TempDir()
 	reg := prometheus.NewRegistry()
-	cfg, err := groupcfg.Open(logger, dir, static, reg, groupcfg.Options{NodeID: 1})
+	cfg, err := groupcfg.Open(logger, filepath.Join(dir, "config", "store"), static, reg, groupcfg.Options{NodeID: 1})
 	if err != nil {
 		t.Fatalf("open config: %v", err)
 	}
@@ -68,7 +69,7 @@ func startServer(t *testing.T, o testOptions) *testServer {
 	shards := make([]*shard.Shard, b.NumPartitions())
 	parts := make([]Partition, len(shards))
 	for p := range shards {
-		shards[p] = shard.Open(logger, cfg, shard.Options{Partition: p, DataDir: dir, Metrics: metrics, AppendLingerMs: -1})
+		shards[p] = shard.Open(logger, cfg, shard.Options{Partition: p, LogDir: filepath.Join(dir, strconv.Itoa(p)), Metrics: metrics, AppendLingerMs: -1})
 		parts[p] = shards[p]
 	}
 	for _, s := range shards {

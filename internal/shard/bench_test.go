@@ -233,7 +233,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 func BenchmarkShardWrites(b *testing.B) {
 	for _, submitters := range []int{1, 8, 64, 256} {
 		b.Run(fmt.Sprintf("submitters=%d", submitters), func(b *testing.B) {
-			s := Open(zap.NewNop(), fixedLimit(500), Options{DataDir: b.TempDir(), AppendLingerMs: -1, WriteTimeout: time.Minute})
+			s := Open(zap.NewNop(), fixedLimit(500), Options{LogDir: b.TempDir(), AppendLingerMs: -1, WriteTimeout: time.Minute})
 			defer s.Close()
 			ctx := context.Background()
 			if err := s.WaitLoaded(ctx); err != nil {
@@ -283,7 +283,7 @@ func BenchmarkColdJobStall(b *testing.B) {
 	for _, nKeys := range []int{100_000} {
 		b.Run(fmt.Sprintf("keys=%d/batches=10", nKeys), func(b *testing.B) {
 			dataDir := b.TempDir()
-			l, err := statelog.Open(zap.NewNop(), LogDir(dataDir, 0), statelog.Options{})
+			l, err := statelog.Open(zap.NewNop(), dataDir, statelog.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -301,7 +301,7 @@ func BenchmarkColdJobStall(b *testing.B) {
 			if err := l.Close(); err != nil {
 				b.Fatal(err)
 			}
-			s := Open(zap.NewNop(), fixedLimit(500), Options{DataDir: dataDir, WriteTimeout: time.Minute})
+			s := Open(zap.NewNop(), fixedLimit(500), Options{LogDir: dataDir, WriteTimeout: time.Minute})
 			defer s.Close()
 			ctx := context.Background()
 			if err := s.WaitLoaded(ctx); err != nil {

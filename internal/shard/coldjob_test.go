@@ -21,8 +21,8 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // coldAnswer is what a SnapshotColdPartitions call returned.
@@ -61,7 +61,7 @@ func TestShardSyncGroupFailsBetweenColdChunks(t *testing.T) {
 	metrics := NewMetrics(prometheus.NewRegistry(), 10)
 	clock := newFakeClock()
 	opts := func(p int) Options {
-		return Options{Partition: p, DataDir: dataDir, Now: clock.Now, MaxBatchRecords: 1, Metrics: metrics,
+		return Options{Partition: p, LogDir: partitionLogDir(dataDir, p), Now: clock.Now, MaxBatchRecords: 1, Metrics: metrics,
 			RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond, Log: statelog.Options{FS: fsys, SyncGroup: g}}
 	}
 	a := openReal(t, zaptest.NewLogger(t), opts(0))

@@ -25,8 +25,8 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // openReal opens a shard the way the server does (statelog.Load) and closes it at the end.
@@ -150,14 +150,14 @@ func TestShardReloadTruncatesToDurableEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := faultfs.Wrap(vfs.OS(), nil)
 			reg := prometheus.NewRegistry()
-			opts := Options{DataDir: t.TempDir(), RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
+			opts := Options{LogDir: t.TempDir(), RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
 				Log: statelog.Options{FS: fsys, Metrics: statelog.NewMetrics(reg)}}
 			s := openReal(t, zaptest.NewLogger(t), opts)
 			ctx := context.Background()
 			if err := s.WaitLoaded(ctx); err != nil {
 				t.Fatal(err)
 			}
-			dir := filepath.Join(opts.DataDir, "__share_group_state-0")
+			dir := opts.LogDir
 			mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
 			mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 10, StateBatches: bs(sb(10, 19, 2, 1))}))
 			durableEnd, durableBytes := s.Stats().LogEndOffset, segmentSizes(t, dir)
@@ -193,7 +193,7 @@ func TestShardReloadTruncatesToDurableEnd(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: opts.DataDir})
+			s2 := openReal(t, zaptest.NewLogger(t), Options{LogDir: opts.LogDir})
 			if err := s2.WaitLoaded(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		}
 		fsys := faultfs.Wrap(vfs.OS(), nil)
 		core, logs := observer.New(zapcore.WarnLevel)
-		opts := Options{DataDir: t.TempDir(), Log: statelog.Options{FS: fsys}}
+		opts := Options{LogDir: t.TempDir(), Log: statelog.Options{FS: fsys}}
 		s := openReal(t, zap.New(core), opts)
 		if err := s.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
@@ -291,7 +291,7 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		if n := logs.FilterMessageSnippet("closing after a failed commit: cut the state log").Len(); n != 1 {
 			t.Errorf("%d cuts logged on close, want 1:\n%v", n, logs.All())
 		}
-		s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: opts.DataDir})
+		s2 := openReal(t, zaptest.NewLogger(t), Options{LogDir: opts.LogDir})
 		if err := s2.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +310,7 @@ func TestShardSyncGroupManyPartitions(t *testing.T) {
 	dataDir, fsys, g := newOSSyncGroup(t)
 	shards := make([]*Shard, partitions)
 	for p := range shards {
-		shards[p] = openReal(t, zaptest.NewLogger(t), Options{Partition: p, DataDir: dataDir, Log: statelog.Options{FS: fsys, SyncGroup: g}})
+		shards[p] = openReal(t, zaptest.NewLogger(t), Options{Partition: p, LogDir: partitionLogDir(dataDir, p), Log: statelog.Options{FS: fsys, SyncGroup: g}})
 	}
 	ctx := context.Background()
 	for _, s := range shards {
@@ -367,7 +367,7 @@ func TestShardSyncGroupManyPartitions(t *testing.T) {
 	}
 	for w := range 64 {
 		p := w % partitions
-		s := openReal(t, zaptest.NewLogger(t), Options{Partition: p, DataDir: dataDir})
+		s := openReal(t, zaptest.NewLogger(t), Options{Partition: p, LogDir: partitionLogDir(dataDir, p)})
 		if err := s.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +390,7 @@ func TestShardSyncGroupFailure(t *testing.T) {
 	core, logs := observer.New(zapcore.ErrorLevel)
 	shards := make([]*Shard, 3)
 	for p := range shards {
-		shards[p] = openReal(t, zap.New(core), Options{Partition: p, DataDir: dataDir, RetryBackoff: time.Millisecond,
+		shards[p] = openReal(t, zap.New(core), Options{Partition: p, LogDir: partitionLogDir(dataDir, p), RetryBackoff: time.Millisecond,
 			MaxRetryBackoff: time.Millisecond, Log: statelog.Options{FS: fsys, SyncGroup: g}})
 	}
 	ctx := context.Background()
@@ -452,7 +452,7 @@ func TestShardSyncGroupCrashRecovery(t *testing.T) {
 			const partitions = 3
 			shards := make([]*Shard, partitions)
 			for p := range shards {
-				shards[p] = openReal(t, zaptest.NewLogger(t), Options{Partition: p, DataDir: "/data",
+				shards[p] = openReal(t, zaptest.NewLogger(t), Options{Partition: p, LogDir: partitionLogDir("/data", p),
 					Log: statelog.Options{FS: crash, SegmentBytes: 2048, SyncGroup: g}})
 			}
 			ctx := context.Background()
@@ -478,7 +478,7 @@ func TestShardSyncGroupCrashRecovery(t *testing.T) {
 				want := a.copy()
 				clone := crash.CrashClone(faultfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(cut))), ZeroFill: cut%2 == 1})
 				for p := range partitions {
-					s2 := openReal(t, zaptest.NewLogger(t), Options{Partition: p, DataDir: "/data", Log: statelog.Options{FS: clone}})
+					s2 := openReal(t, zaptest.NewLogger(t), Options{Partition: p, LogDir: partitionLogDir("/data", p), Log: statelog.Options{FS: clone}})
 					if err := s2.WaitLoaded(ctx); err != nil {
 						t.Fatalf("cut %d, partition %d: the log left by the power cut does not load: %v", cut, p, err)
 					}
@@ -507,7 +507,7 @@ func TestShardSyncGroupCrashRecovery(t *testing.T) {
 func TestRestartAfterFailedGroupSyncDropsTheBatch(t *testing.T) {
 	dataDir, fsys, g := newOSSyncGroup(t)
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir, RetryBackoff: 1, MaxRetryBackoff: 1,
+	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: dataDir, RetryBackoff: 1, MaxRetryBackoff: 1,
 		Log: statelog.Options{FS: fsys, SyncGroup: g}})
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
@@ -524,12 +524,12 @@ func TestRestartAfterFailedGroupSyncDropsTheBatch(t *testing.T) {
 	restartServesOnlyTheInitialState(t, dataDir, "the write whose sync failed (never acknowledged, its pages' write-back failed)")
 }
 
-// restartServesOnlyTheInitialState opens a new shard on dataDir, as a restarted process does:
-// testKey must hold only its initial state, not the write named what.
-func restartServesOnlyTheInitialState(t *testing.T, dataDir, what string) {
+// restartServesOnlyTheInitialState opens a new shard on the log in logDir, as a restarted process
+// does: testKey must hold only its initial state, not the write named what.
+func restartServesOnlyTheInitialState(t *testing.T, logDir, what string) {
 	t.Helper()
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
+	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: logDir})
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +545,7 @@ func TestRestartWhileReloadFailsDropsTheBatch(t *testing.T) {
 	dataDir := t.TempDir()
 	fsys := faultfs.Wrap(vfs.OS(), nil)
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour,
+	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: dataDir, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour,
 		Log: statelog.Options{FS: fsys}})
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
@@ -573,7 +573,7 @@ func TestRestartWhileReloadFailsDropsTheBatch(t *testing.T) {
 // the page cache and a sync that no longer reports the failure. The partition stays failed, saying
 // what to do, until the process is restarted.
 func TestLoadSyncFailureIsNotRetried(t *testing.T) {
-	dataDir, dir := logOfOneKey(t)
+	dir := logOfOneKey(t)
 	ctx := context.Background()
 	// A kill -9, not a clean close: no clean-end file (statelog's format) vouches for the log.
 	if err := os.Remove(filepath.Join(dir, "clean-end")); err != nil {
@@ -587,7 +587,7 @@ func TestLoadSyncFailureIsNotRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
+	s2 := openReal(t, zaptest.NewLogger(t), Options{LogDir: dir, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
 		Log: statelog.Options{FS: fsys}})
 	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrNotDurable) {
 		t.Fatalf("load = %v, want ErrNotDurable", err)
@@ -612,7 +612,7 @@ func TestNewLogSyncFailuresAreRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: t.TempDir(), RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
+	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: t.TempDir(), RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
 		Log: statelog.Options{FS: fsys}})
 	waitState(t, s, Active)
 	mustOK(t, s.Initialize(context.Background(), InitializeRequest{Key: testKey, StateEpoch: 1}))
@@ -621,7 +621,7 @@ func TestNewLogSyncFailuresAreRetried(t *testing.T) {
 // Answered operations are not kept reachable from the shard: a large request would otherwise stay
 // in memory until a later commit of as many operations overwrote it.
 func TestAnsweredOperationsAreReleased(t *testing.T) {
-	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: t.TempDir()})
+	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: t.TempDir()})
 	ctx := context.Background()
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
@@ -653,7 +653,7 @@ func TestAnsweredOperationsAreReleased(t *testing.T) {
 
 // A commit of records larger than maxRetainedPending does not keep its buffer once answered.
 func TestLargeCommitBufferIsReleased(t *testing.T) {
-	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: t.TempDir()})
+	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: t.TempDir()})
 	ctx := context.Background()
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
@@ -676,7 +676,7 @@ func TestLargeCommitBufferIsReleased(t *testing.T) {
 // version is unknown here: a downgrade) fails the load without a retry, since the same bytes
 // would be read again, and tells clients why instead of calling the log damaged.
 func TestNewerLogFormatIsNotRetried(t *testing.T) {
-	dataDir, dir := logOfOneKey(t)
+	dir := logOfOneKey(t)
 	ctx := context.Background()
 	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
 	if err != nil || len(segs) != 1 {
@@ -698,7 +698,7 @@ func TestNewerLogFormatIsNotRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s2 := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
+	s2 := openReal(t, zaptest.NewLogger(t), Options{LogDir: dir, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
 		Log: statelog.Options{FS: fsys}})
 	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrUnsupportedFormat) {
 		t.Fatalf("load = %v, want ErrUnsupportedFormat", err)
@@ -714,13 +714,13 @@ func TestNewerLogFormatIsNotRetried(t *testing.T) {
 	}
 }
 
-// logOfOneKey makes a data directory whose partition 0 holds testKey, initialized, and closed
-// cleanly; it returns the data directory and the log's directory.
-func logOfOneKey(t *testing.T) (dataDir, logDir string) {
+// logOfOneKey makes a log that holds testKey, initialized, and was closed cleanly; it returns the
+// log's directory.
+func logOfOneKey(t *testing.T) (logDir string) {
 	t.Helper()
-	dataDir = t.TempDir()
+	logDir = t.TempDir()
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{DataDir: dataDir})
+	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: logDir})
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -728,15 +728,14 @@ func logOfOneKey(t *testing.T) (dataDir, logDir string) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	logDir, _ = Options{DataDir: dataDir}.withDefaults().logLocation()
-	return dataDir, logDir
+	return logDir
 }
 
 // A partition waiting to retry a failed load (an I/O error, a long backoff) when the sync group
 // fails turns failed for good with the sync failure at once, not at its next retry.
 func TestShardSyncGroupFailureCutsLoadBackoff(t *testing.T) {
 	dataDir, fsys, g := newOSSyncGroup(t)
-	dir1 := LogDir(dataDir, 1)
+	dir1 := partitionLogDir(dataDir, 1)
 	var breakLoad, breakSync atomic.Bool
 	breakLoad.Store(true)
 	fsys.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
@@ -749,7 +748,7 @@ func TestShardSyncGroupFailureCutsLoadBackoff(t *testing.T) {
 		return nil
 	}))
 	opts := func(p int) Options {
-		return Options{Partition: p, DataDir: dataDir, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour,
+		return Options{Partition: p, LogDir: partitionLogDir(dataDir, p), RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour,
 			Log: statelog.Options{FS: fsys, SyncGroup: g}}
 	}
 	a := openReal(t, zaptest.NewLogger(t), opts(0))

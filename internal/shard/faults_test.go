@@ -14,8 +14,8 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // acked tracks, per key, the highest start offset of an acknowledged write (-2: none).
@@ -95,7 +95,7 @@ func TestShardFaultInjection(t *testing.T) {
 		}
 		fs := faultfs.Wrap(faultfs.NewCrashFS(), inj)
 		ts := newTestShard(t, Options{
-			DataDir:      "/data",
+			LogDir:       "/data",
 			Log:          statelog.Options{FS: fs, SegmentBytes: 600},
 			RetryBackoff: time.Millisecond, MaxRetryBackoff: 2 * time.Millisecond,
 		})
@@ -206,7 +206,7 @@ func TestShardCrashRecovery(t *testing.T) {
 	for seed := uint64(0); seed < 12; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			crash := faultfs.NewCrashFS()
-			ts := newTestShard(t, Options{DataDir: "/data", Log: statelog.Options{FS: crash, SegmentBytes: 2048}})
+			ts := newTestShard(t, Options{LogDir: "/data", Log: statelog.Options{FS: crash, SegmentBytes: 2048}})
 			ts.provider = newLimits(4)
 			s := ts.active(nil)
 			ctx := context.Background()
@@ -229,7 +229,7 @@ func TestShardCrashRecovery(t *testing.T) {
 				}
 				want := a.copy()
 				clone := crash.CrashClone(faultfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(cut))), ZeroFill: cut%2 == 1})
-				after := newTestShard(t, Options{DataDir: "/data", Log: statelog.Options{FS: clone}})
+				after := newTestShard(t, Options{LogDir: "/data", Log: statelog.Options{FS: clone}})
 				after.provider = ts.provider
 				s2 := after.open(nil)
 				if err := s2.WaitLoaded(ctx); err != nil {
@@ -252,7 +252,7 @@ func TestShardCrashRecovery(t *testing.T) {
 func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 	fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
 	ts := newTestShard(t, Options{
-		DataDir:      "/data",
+		LogDir:       "/data",
 		Log:          statelog.Options{FS: fsys},
 		RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour, // the wait is then maxAppendBackoff
 	})
@@ -342,7 +342,7 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 	t.Run("during the wait before the reload", func(t *testing.T) {
 		var armed atomic.Bool
 		fsys := faultfs.Wrap(faultfs.NewCrashFS(), syncFailsAfterWrite(&armed, nil))
-		ts := newTestShard(t, Options{DataDir: "/data", Log: statelog.Options{FS: fsys}, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour})
+		ts := newTestShard(t, Options{LogDir: "/data", Log: statelog.Options{FS: fsys}, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour})
 		s := Open(ts.logger, ts.provider, ts.opts)
 		waitState(t, s, Active)
 		ctx := context.Background()
@@ -385,7 +385,7 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 			}
 			return nil
 		}))
-		ts := newTestShard(t, Options{DataDir: "/data", Log: statelog.Options{FS: fsys}})
+		ts := newTestShard(t, Options{LogDir: "/data", Log: statelog.Options{FS: fsys}})
 		s := Open(ts.logger, ts.provider, ts.opts)
 		waitState(t, s, Active)
 		ctx := context.Background()

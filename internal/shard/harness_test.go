@@ -2,8 +2,10 @@ package shard
 
 import (
 	"math"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +20,12 @@ type limits struct {
 	mu  sync.Mutex
 	def int
 	per map[string]int
+}
+
+// partitionLogDir is where a test whose partitions share the directory dir keeps partition p's
+// log.
+func partitionLogDir(dir string, p int) string {
+	return filepath.Join(dir, "partition-"+strconv.Itoa(p))
 }
 
 func newLimits(def int) *limits { return &limits{def: def, per: map[string]int{}} }

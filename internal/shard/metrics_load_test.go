@@ -20,7 +20,7 @@ func TestGaugesOnlyAfterALoad(t *testing.T) {
 	dataDir := t.TempDir()
 	open := func(reg *prometheus.Registry) *Shard {
 		return Open(zaptest.NewLogger(t), newLimits(500), Options{
-			Partition: 4, DataDir: dataDir, Now: newFakeClock().Now,
+			Partition: 4, LogDir: partitionLogDir(dataDir, 4), Now: newFakeClock().Now,
 			Log:     statelog.Options{Metrics: statelog.NewMetrics(reg)},
 			Metrics: NewMetrics(reg, 10),
 		})
@@ -42,7 +42,7 @@ func TestGaugesOnlyAfterALoad(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	segs, err := filepath.Glob(filepath.Join(LogDir(dataDir, 4), "*.seg"))
+	segs, err := filepath.Glob(filepath.Join(partitionLogDir(dataDir, 4), "*.seg"))
 	if err != nil || len(segs) != 1 {
 		t.Fatalf("segments %v, %v", segs, err)
 	}

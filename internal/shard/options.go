@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -20,8 +19,8 @@ const (
 
 // Options configures a Shard. Zero values mean the defaults.
 type Options struct {
-	Partition            int              // state partition index (metrics label, log dir name)
-	DataDir              string           // the log lives in LogDir(DataDir, Partition)
+	Partition            int              // state partition index (metrics label, log name)
+	LogDir               string           // the directory of the partition's log, the caller's to choose
 	Log                  statelog.Options // SegmentBytes, MaxRecordBytes, ReadBufferBytes, FS, Metrics, SyncGroup (Name and TruncateAfter are set by the shard)
 	AppendLingerMs       int              // -1 adaptive (drain what is queued), 0 flush each op, >0 linger up to that long
 	WriteTimeout         time.Duration    // commit wait; exceeded → COORDINATOR_NOT_AVAILABLE (records stay applied); 0 → 5 s
@@ -75,19 +74,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// LogDirPrefix starts the name of a state partition's log directory inside the data directory:
-// LogDirPrefix + the partition number (Kafka's __share_group_state topic-partition layout).
-const LogDirPrefix = "__share_group_state-"
-
-// LogDir returns the directory of state partition p's log in dataDir.
-func LogDir(dataDir string, p int) string {
-	return filepath.Join(dataDir, LogDirPrefix+strconv.Itoa(p))
-}
-
 // logLocation returns the directory of the shard's log and the log options named after the
 // partition.
 func (o Options) logLocation() (dir string, logOpts statelog.Options) {
 	logOpts = o.Log
 	logOpts.Name = strconv.Itoa(o.Partition)
-	return LogDir(o.DataDir, o.Partition), logOpts
+	return o.LogDir, logOpts
 }

@@ -81,8 +81,8 @@ type testShard struct {
 }
 
 func newTestShard(t *testing.T, opts Options) *testShard {
-	if opts.DataDir == "" {
-		opts.DataDir = t.TempDir()
+	if opts.LogDir == "" {
+		opts.LogDir = t.TempDir()
 	}
 	if opts.Now == nil {
 		opts.Now = newFakeClock().Now

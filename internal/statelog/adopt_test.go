@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // A process killed between an Append's write and its fdatasync leaves the frame in the page

@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // buildClosedLog writes the corruption table's log and closes it cleanly: its directory holds

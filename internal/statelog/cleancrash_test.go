@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // errCrash stops the clean-end workload at the operation where the power is cut.

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // Repair through vfs.Overlay is a dry run: for every damage of the corruption table it reports

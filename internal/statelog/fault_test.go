@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"

@@ -6,7 +6,7 @@ import (
 	"path"
 	"testing"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 	"go.uber.org/zap"
 )
 

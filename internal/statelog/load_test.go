@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // outcome is what opening a log and reading it back produced.

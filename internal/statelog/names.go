@@ -15,10 +15,10 @@ const (
 	segNameSize = baseDigits + 1 + idDigits + len(segmentSuffix)
 )
 
-// IsLogFile reports whether the file name (without its directory) is one a state log keeps:
+// isLogFile reports whether the file name (without its directory) is one a state log keeps:
 // a segment file, the log-start offset file or the clean-end file. A directory holding none has
 // no log.
-func IsLogFile(name string) bool {
+func isLogFile(name string) bool {
 	return IsSegmentFile(name) || name == startFileName || name == cleanFileName
 }
 
@@ -27,7 +27,7 @@ func IsLogFile(name string) bool {
 // that it is damaged.
 func holdsLog(names []string) bool {
 	return slices.ContainsFunc(names, func(n string) bool {
-		return IsLogFile(n) || strings.HasSuffix(n, segmentSuffix)
+		return isLogFile(n) || strings.HasSuffix(n, segmentSuffix)
 	})
 }
 
@@ -53,7 +53,8 @@ func parseSegmentName(name string) (base int64, id uint64, ok bool) {
 }
 
 // IsSegmentFile reports whether name (a file name, without directory) is that of a segment of a
-// log, for tools that read a log's files directly (backups, read-bandwidth probes).
+// log, for code that reads a log's files directly (package datadir lists them for backups and
+// read-bandwidth probes).
 func IsSegmentFile(name string) bool {
 	_, _, ok := parseSegmentName(name)
 	return ok

@@ -96,7 +96,7 @@ func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, de
 // of the directories it created durable, syncs every other ancestor where the file system lets
 // it, and takes an exclusive lock on the file LOCK in dir, held until Close. It fails when another
 // process (or another LockDir of this one) holds the lock. Open and Repair take it on the log's
-// directory; a server takes it on its data directory, so that two processes never share one.
+// directory; datadir.Lock takes it on the data directory, so that two servers never share one.
 func LockDir(fsys FS, dir string) (io.Closer, error) {
 	dir = filepath.Clean(dir)
 	// The entries this call creates, and dir's own, must be made durable: a failure to sync

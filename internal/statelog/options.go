@@ -3,7 +3,7 @@ package statelog
 import (
 	"fmt"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // DefaultSegmentBytes is the default segment size (Kafka's

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 func TestSetStartOffset(t *testing.T) {

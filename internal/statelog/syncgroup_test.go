@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/faultfs"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
 // fakeSyncer is a file-system syncer whose rounds the test controls: with block set, each

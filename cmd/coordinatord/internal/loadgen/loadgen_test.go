@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/service"
@@ -39,7 +40,7 @@ func startServer(t *testing.T, serving bool, wrap func([]service.Partition) []se
 	}
 	dir := t.TempDir()
 	reg := prometheus.NewRegistry()
-	cfg, err := groupcfg.Open(logger, dir, static, reg, groupcfg.Options{NodeID: 1})
+	cfg, err := groupcfg.Open(logger, datadir.ConfigStore(dir), static, reg, groupcfg.Options{NodeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func startServer(t *testing.T, serving bool, wrap func([]service.Partition) []se
 	shards := make([]*shard.Shard, b.NumPartitions())
 	parts := make([]service.Partition, len(shards))
 	for p := range shards {
-		shards[p] = shard.Open(logger, cfg, shard.Options{Partition: p, DataDir: dir, AppendLingerMs: -1})
+		shards[p] = shard.Open(logger, cfg, shard.Options{Partition: p, LogDir: datadir.PartitionDir(dir, p), AppendLingerMs: -1})
 		parts[p] = shards[p]
 	}
 	if wrap != nil {

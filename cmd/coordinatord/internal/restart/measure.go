@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
-	"github.com/coordinatord/coordinatord/internal/shard"
-	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/datadir"
 )
 
 // readBufferBytes is the buffer of the sequential-read floor.
@@ -44,18 +40,10 @@ func (r Result) Ratio() float64 { return r.Restart.Seconds() / r.Read.Seconds() 
 func segmentFiles(dataDir string, partitions int) ([]string, error) {
 	var paths []string
 	for p := 0; p < partitions; p++ {
-		dir := shard.LogDir(dataDir, p)
-		entries, err := os.ReadDir(dir)
+		segs, err := datadir.SegmentFiles(datadir.PartitionDir(dataDir, p))
 		if err != nil {
 			return nil, err
 		}
-		var segs []string
-		for _, e := range entries {
-			if e.Type().IsRegular() && statelog.IsSegmentFile(e.Name()) {
-				segs = append(segs, filepath.Join(dir, e.Name()))
-			}
-		}
-		slices.Sort(segs)
 		paths = append(paths, segs...)
 	}
 	return paths, nil

@@ -32,7 +32,7 @@ func TestFromBroker(t *testing.T) {
 	got := FromBroker(b, "/data", 3)
 	want := shard.Options{
 		Partition:            3,
-		DataDir:              "/data",
+		LogDir:               "/data/__share_group_state-3",
 		Log:                  statelog.Options{SegmentBytes: 2097152, ReadBufferBytes: 65536},
 		AppendLingerMs:       7,
 		WriteTimeout:         1234 * time.Millisecond,

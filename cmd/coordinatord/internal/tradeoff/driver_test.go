@@ -16,7 +16,7 @@ func TestMeasureWritesSharePartitionsEvenly(t *testing.T) {
 	const parts, writes = 100, 100 * 20
 	for _, concurrency := range []int{64, 7, 100} {
 		cfg := Config{Shape: workload.Shape{GroupID: "g", SharePartitions: parts, StateBatches: 50, BatchesPerWrite: 2}, Concurrency: concurrency}
-		s := shard.Open(nil, workload.FixedLimit(1000), shard.Options{DataDir: t.TempDir(), AppendLingerMs: -1, WriteTimeout: time.Minute})
+		s := shard.Open(nil, workload.FixedLimit(1000), shard.Options{LogDir: t.TempDir(), AppendLingerMs: -1, WriteTimeout: time.Minute})
 		if err := s.WaitLoaded(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func TestMeasureWritesSharePartitionsEvenly(t *testing.T) {
 // header per commit, not the record payloads alone.
 func TestGrowthIsWhatTheLogFilesGrow(t *testing.T) {
 	cfg := Config{Shape: workload.Shape{GroupID: "g", SharePartitions: 10, StateBatches: 50, BatchesPerWrite: 2}, Concurrency: 4}
-	s := shard.Open(nil, workload.FixedLimit(1000), shard.Options{DataDir: t.TempDir(), AppendLingerMs: -1, WriteTimeout: time.Minute})
+	s := shard.Open(nil, workload.FixedLimit(1000), shard.Options{LogDir: t.TempDir(), AppendLingerMs: -1, WriteTimeout: time.Minute})
 	if err := s.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}

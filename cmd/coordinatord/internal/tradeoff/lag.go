@@ -2,13 +2,11 @@ package tradeoff
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"sort"
 
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
@@ -64,17 +62,10 @@ type snapEvent struct {
 // superseded at offsets in [from, to) whose segment became deletable before offset until, with
 // times from tl, and the last redundant offset after the last record (-1: none).
 func analyzeLog(logger *zap.Logger, dir string, from, to, until int64, tl *timeline) (LagStats, int64, error) {
-	entries, err := os.ReadDir(dir)
+	paths, err := datadir.SegmentFiles(dir)
 	if err != nil {
 		return LagStats{}, 0, fmt.Errorf("analyze %s: %w", dir, err)
 	}
-	var paths []string
-	for _, e := range entries {
-		if e.Type().IsRegular() && statelog.IsSegmentFile(e.Name()) {
-			paths = append(paths, filepath.Join(dir, e.Name()))
-		}
-	}
-	slices.Sort(paths) // names sort in offset order
 	a := &analysis{keys: map[record.Key]*keyState{}, lro: -1}
 	for _, p := range paths {
 		seg := -1

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/diskprobe"
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
@@ -128,8 +129,9 @@ func runOne(ctx context.Context, logger *zap.Logger, cfg Config, limit int, cold
 			}
 		}()
 	}
+	logDir := datadir.PartitionDir(dir, 0)
 	opts := shard.Options{
-		DataDir:        dir,
+		LogDir:         logDir,
 		Log:            statelog.Options{SegmentBytes: cfg.SegmentBytes},
 		AppendLingerMs: -1,
 		WriteTimeout:   time.Minute,
@@ -196,7 +198,6 @@ func runOne(ctx context.Context, logger *zap.Logger, cfg Config, limit int, cold
 	}
 	closed = true
 	lro, hasLRO := s.LastRedundantOffset()
-	logDir := shard.LogDir(dir, 0)
 	lag, analyzed, err := analyzeLog(logger, logDir, before.LogEndOffset, after.LogEndOffset, observed, tl)
 	if err != nil {
 		return row, err

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
+	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
@@ -238,18 +239,19 @@ func TestAnalyzeLogMatchesReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		var bases []int64
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			if statelog.IsSegmentFile(e.Name()) {
-				first := true
-				if err := statelog.Scan(nil, filepath.Join(dir, e.Name()), statelog.Options{}, func(off int64, _ []byte) error {
-					if first {
-						bases, first = append(bases, off), false
-					}
-					return nil
-				}); err != nil {
-					t.Fatal(err)
+		segs, err := datadir.SegmentFiles(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, seg := range segs {
+			first := true
+			if err := statelog.Scan(nil, seg, statelog.Options{}, func(off int64, _ []byte) error {
+				if first {
+					bases, first = append(bases, off), false
 				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
 			}
 		}
 		slices.Sort(bases)

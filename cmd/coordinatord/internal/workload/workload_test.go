@@ -59,7 +59,7 @@ func TestWindowThroughAShard(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			s := shard.Open(zaptest.NewLogger(t), limit(tc.limit), shard.Options{DataDir: t.TempDir(), WriteTimeout: time.Minute})
+			s := shard.Open(zaptest.NewLogger(t), limit(tc.limit), shard.Options{LogDir: t.TempDir(), WriteTimeout: time.Minute})
 			defer s.Close()
 			if err := s.WaitLoaded(ctx); err != nil {
 				t.Fatal(err)

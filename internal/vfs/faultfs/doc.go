@@ -1,5 +1,5 @@
-// Package faultfs provides filesystems for testing code written against the vfs seam of the
-// state log under failure:
+// Package faultfs provides file systems for testing code written against package vfs under
+// failure:
 //
 //   - FS wraps any vfs.FS and consults an Injector before every operation, so a test can fail
 //     "operation #i" (OnIndex) for every i of a workload, or fail every operation matching a

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"sync/atomic"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // FS wraps a vfs.FS and fails the operations its current Injector chooses. It counts every

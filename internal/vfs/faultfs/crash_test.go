@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 func mustCreate(t *testing.T, f vfs.FS, name string, data []byte, sync bool) vfs.File {

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // CrashFS is an in-memory vfs.FS that tracks durability the way a POSIX filesystem promises

@@ -7,8 +7,8 @@ import (
 	"os"
 )
 
-// lockFile reports that locking is unavailable: the log refuses to open rather than risk two
-// writers on platforms without flock.
+// lockFile reports that locking is unavailable: a caller that needs the lock refuses to go on
+// rather than risk two writers on platforms without flock.
 func lockFile(*os.File) error {
 	return errors.New("file locking is not supported on this platform")
 }

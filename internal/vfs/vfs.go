@@ -1,11 +1,3 @@
-// Package vfs is the filesystem seam of the state log: the few file and directory operations
-// the log performs, as interfaces, plus the operating system's implementation and an overlay
-// that keeps every change in memory (for dry runs).
-//
-// The log never touches the os package directly, so tests can substitute a filesystem that
-// injects errors or simulates a power cut (see package faultfs). The seam is deliberately small;
-// every method is one filesystem operation of the log (a create, a write, a sync, ...), which
-// keeps fault injection precise.
 package vfs
 
 import "io"

@@ -1,0 +1,79 @@
+package vfs_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
+)
+
+// ReadFile reads what os.ReadFile reads, on every implementation of the seam.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	crash := faultfs.NewCrashFS()
+	if err := crash.MkdirAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"full": "hello world", "empty": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := crash.WriteFile(filepath.Join(dir, name), []byte(content)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for fsName, fsys := range map[string]vfs.FS{
+		"os":             vfs.OS(),
+		"overlay":        vfs.Overlay(vfs.OS()),
+		"crash":          crash,
+		"fault on crash": faultfs.Wrap(crash, nil),
+		"fault on os":    faultfs.Wrap(vfs.OS(), nil),
+	} {
+		t.Run(fsName, func(t *testing.T) {
+			for name, want := range map[string]string{"full": "hello world", "empty": ""} {
+				got, err := vfs.ReadFile(fsys, filepath.Join(dir, name))
+				if err != nil || string(got) != want {
+					t.Errorf("ReadFile(%s) = %q, %v; want %q", name, got, err, want)
+				}
+			}
+			if _, err := vfs.ReadFile(fsys, filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("ReadFile of a missing file: %v, want ErrNotExist", err)
+			}
+		})
+	}
+}
+
+// A ReadFile that meets a failure returns it and no content, whichever of its operations failed.
+func TestReadFileFailures(t *testing.T) {
+	crash := faultfs.NewCrashFS()
+	if err := crash.WriteFile("/f", []byte("content")); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []faultfs.OpKind
+	for i := int64(0); ; i++ {
+		inj := faultfs.OnIndex(i, syscall.EIO)
+		fsys := faultfs.Wrap(crash, inj)
+		got, err := vfs.ReadFile(fsys, "/f")
+		op, fired := inj.Fired()
+		if !fired {
+			if err != nil || string(got) != "content" {
+				t.Fatalf("ReadFile without a fault = %q, %v", got, err)
+			}
+			break
+		}
+		if !errors.Is(err, syscall.EIO) || got != nil {
+			t.Fatalf("ReadFile with %s failed = %q, %v; want no content and EIO", op, got, err)
+		}
+		kinds = append(kinds, op.Kind)
+	}
+	want := []faultfs.OpKind{faultfs.OpOpen, faultfs.OpSize, faultfs.OpRead, faultfs.OpClose}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("ReadFile's operations: %v, want %v", kinds, want)
+	}
+}
