@@ -62,10 +62,10 @@ func (oneProvider) SnapshotUpdateRecordsPerSnapshot(string) int { return 500 }
 // Neither says ready before gRPC health serves.
 func TestReadyzExcludeFailedFollowsGRPCHealth(t *testing.T) {
 	fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
-	reloading := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 0, LogDir: datadir.PartitionDir("/data", 0),
-		Log: statelog.Options{FS: fsys}, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour})
-	healthy := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 1, LogDir: datadir.PartitionDir("/data", 1),
-		Log: statelog.Options{FS: faultfs.NewCrashFS()}})
+	reloading := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 0, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour},
+		shard.NewLocalLog(nil, datadir.PartitionDir("/data", 0), statelog.Options{FS: fsys}))
+	healthy := shard.Open(zap.NewNop(), oneProvider{}, shard.Options{Partition: 1},
+		shard.NewLocalLog(nil, datadir.PartitionDir("/data", 1), statelog.Options{FS: faultfs.NewCrashFS()}))
 	t.Cleanup(func() { fsys.SetInjector(nil); _ = reloading.Close(); _ = healthy.Close() })
 	var ready readiness
 	mux := newAdminMux(prometheus.NewRegistry(), []*shard.Shard{reloading, healthy}, false, &ready)

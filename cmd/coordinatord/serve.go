@@ -312,9 +312,10 @@ func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b g
 	shardMetrics := shard.NewMetrics(reg, b.MetricsGroupLabelMax())
 	shards := make([]*shard.Shard, b.NumPartitions())
 	for p := range shards {
-		o := shardconfig.FromBroker(b, dataDir, p)
-		o.Log.Metrics, o.Log.SyncGroup, o.Metrics = logMetrics, syncGroup, shardMetrics
-		shards[p] = shard.Open(logger.Named("shard"), provider, o)
+		pc := shardconfig.FromBroker(b, dataDir, p)
+		pc.Log.Metrics, pc.Log.SyncGroup, pc.Shard.Metrics = logMetrics, syncGroup, shardMetrics
+		l := logger.Named("shard")
+		shards[p] = shard.Open(l, provider, pc.Shard, pc.LocalLog(l.With(zap.Int("state_partition", p))))
 	}
 	return shards
 }

@@ -49,10 +49,9 @@ func startFaultServer(t *testing.T, dir string, partitions int) *faultServer {
 	for p := range partitions {
 		fsys := faultfs.Wrap(vfs.OS(), nil)
 		s := shard.Open(logger, fixedLimit(200), shard.Options{
-			Partition: p, LogDir: filepath.Join(dir, strconv.Itoa(p)), Metrics: metrics, AppendLingerMs: -1,
-			Log:          statelog.Options{FS: fsys, Metrics: logMetrics},
+			Partition: p, Metrics: metrics, AppendLingerMs: -1,
 			RetryBackoff: 5 * time.Millisecond, MaxRetryBackoff: 50 * time.Millisecond,
-		})
+		}, shard.NewLocalLog(logger, filepath.Join(dir, strconv.Itoa(p)), statelog.Options{FS: fsys, Metrics: logMetrics, Name: strconv.Itoa(p)}))
 		if err := s.WaitLoaded(context.Background()); err != nil {
 			t.Fatalf("load partition %d: %v", p, err)
 		}

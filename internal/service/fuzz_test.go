@@ -151,7 +151,7 @@ func newFuzzTarget(tb testing.TB) *fuzzTarget {
 	ft := &fuzzTarget{}
 	parts := make([]Partition, partitions)
 	for p := range partitions {
-		s := shard.Open(nil, fixedLimit(200), shard.Options{Partition: p, LogDir: "/data/" + strconv.Itoa(p), Log: statelog.Options{FS: fsys}})
+		s := shard.Open(nil, fixedLimit(200), shard.Options{Partition: p}, shard.NewLocalLog(nil, "/data/"+strconv.Itoa(p), statelog.Options{FS: fsys}))
 		if err := s.WaitLoaded(context.Background()); err != nil {
 			tb.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -69,7 +70,7 @@ func startServer(t *testing.T, o testOptions) *testServer {
 	shards := make([]*shard.Shard, b.NumPartitions())
 	parts := make([]Partition, len(shards))
 	for p := range shards {
-		shards[p] = shard.Open(logger, cfg, shard.Options{Partition: p, LogDir: filepath.Join(dir, strconv.Itoa(p)), Metrics: metrics, AppendLingerMs: -1})
+		shards[p] = shard.Open(logger, cfg, shard.Options{Partition: p, Metrics: metrics, AppendLingerMs: -1}, shard.NewLocalLog(logger, filepath.Join(dir, strconv.Itoa(p)), statelog.Options{}))
 		parts[p] = shards[p]
 	}
 	for _, s := range shards {

@@ -233,7 +233,7 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 func BenchmarkShardWrites(b *testing.B) {
 	for _, submitters := range []int{1, 8, 64, 256} {
 		b.Run(fmt.Sprintf("submitters=%d", submitters), func(b *testing.B) {
-			s := Open(zap.NewNop(), fixedLimit(500), Options{LogDir: b.TempDir(), AppendLingerMs: -1, WriteTimeout: time.Minute})
+			s := openLocal(zap.NewNop(), fixedLimit(500), testOpts{LogDir: b.TempDir(), Options: Options{AppendLingerMs: -1, WriteTimeout: time.Minute}})
 			defer s.Close()
 			ctx := context.Background()
 			if err := s.WaitLoaded(ctx); err != nil {
@@ -301,7 +301,7 @@ func BenchmarkColdJobStall(b *testing.B) {
 			if err := l.Close(); err != nil {
 				b.Fatal(err)
 			}
-			s := Open(zap.NewNop(), fixedLimit(500), Options{LogDir: dataDir, WriteTimeout: time.Minute})
+			s := openLocal(zap.NewNop(), fixedLimit(500), testOpts{LogDir: dataDir, Options: Options{WriteTimeout: time.Minute}})
 			defer s.Close()
 			ctx := context.Background()
 			if err := s.WaitLoaded(ctx); err != nil {

@@ -34,14 +34,28 @@ type coldAnswer struct {
 // afterAppendLog holds the shard after an Append that succeeded, before it returns: the shard is
 // then between two commits, everything it appended durable.
 type afterAppendLog struct {
-	stateLog
+	Log
 	mu   sync.Mutex
 	gate chan struct{} // when set, a successful Append waits for it to be closed
 	held chan struct{} // receives as such an Append starts waiting
 }
 
+// wrapOpener opens its LocalLog and hands what it opened to wrap.
+type wrapOpener struct {
+	*LocalLog
+	wrap func(Log) Log
+}
+
+func (o wrapOpener) Open(fn func(int64, []byte) error) (Log, error) {
+	l, err := o.LocalLog.Open(fn)
+	if err != nil {
+		return nil, err
+	}
+	return o.wrap(l), nil
+}
+
 func (l *afterAppendLog) Append(records [][]byte) (int64, error) {
-	first, err := l.stateLog.Append(records)
+	first, err := l.Log.Append(records)
 	l.mu.Lock()
 	gate, held := l.gate, l.held
 	l.mu.Unlock()
@@ -60,22 +74,16 @@ func TestShardSyncGroupFailsBetweenColdChunks(t *testing.T) {
 	dataDir, fsys, g := newOSSyncGroup(t)
 	metrics := NewMetrics(prometheus.NewRegistry(), 10)
 	clock := newFakeClock()
-	opts := func(p int) Options {
-		return Options{Partition: p, LogDir: partitionLogDir(dataDir, p), Now: clock.Now, MaxBatchRecords: 1, Metrics: metrics,
-			RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond, Log: statelog.Options{FS: fsys, SyncGroup: g}}
+	opts := func(p int) testOpts {
+		return testOpts{LogDir: partitionLogDir(dataDir, p), Log: statelog.Options{FS: fsys, SyncGroup: g}, Options: Options{Partition: p, Now: clock.Now, MaxBatchRecords: 1, Metrics: metrics, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}}
 	}
 	a := openReal(t, zaptest.NewLogger(t), opts(0))
-	var bl *afterAppendLog
-	bopts := opts(1).withDefaults()
-	dir, logOpts := bopts.logLocation()
-	b := start(zaptest.NewLogger(t), newLimits(500), bopts, dir, func() (stateLog, error) {
-		l, err := statelog.Open(zaptest.NewLogger(t), dir, logOpts)
-		if err != nil {
-			return nil, err
-		}
-		bl = &afterAppendLog{stateLog: l}
-		return bl, nil
-	}, nil)
+	bl := &afterAppendLog{}
+	bopts := opts(1)
+	b := Open(zaptest.NewLogger(t), newLimits(500), bopts.Options, wrapOpener{bopts.localLog(zaptest.NewLogger(t)), func(l Log) Log {
+		bl.Log = l
+		return bl
+	}})
 	t.Cleanup(func() { _ = b.Close() })
 	ctx := context.Background()
 	for _, s := range []*Shard{a, b} {
@@ -134,11 +142,7 @@ func TestShardColdJobChunksStress(t *testing.T) {
 	for _, linger := range []int{-1, 0, 2} {
 		t.Run(fmt.Sprintf("linger=%d", linger), func(t *testing.T) {
 			clock := newFakeClock()
-			ts := newTestShard(t, Options{
-				Now: clock.Now, MaxBatchRecords: 2, AppendLingerMs: linger, WriteTimeout: time.Minute,
-				ColdSnapshotInterval: time.Millisecond, PruneInterval: time.Millisecond,
-				Log: statelog.Options{SegmentBytes: 1024},
-			})
+			ts := newTestShard(t, testOpts{Log: statelog.Options{SegmentBytes: 1024}, Options: Options{Now: clock.Now, MaxBatchRecords: 2, AppendLingerMs: linger, WriteTimeout: time.Minute, ColdSnapshotInterval: time.Millisecond, PruneInterval: time.Millisecond}})
 			ts.provider = newLimits(3)
 			s := ts.active(nil)
 			ctx := context.Background()
@@ -257,7 +261,7 @@ func unstep(g *gatedLog, step chan struct{}) {
 func TestShardColdJobAppendFailsMidJob(t *testing.T) {
 	clock := newFakeClock()
 	fs := faultfs.Wrap(vfs.OS(), nil)
-	ts := newTestShard(t, Options{Now: clock.Now, MaxBatchRecords: 1, Log: statelog.Options{FS: fs}})
+	ts := newTestShard(t, testOpts{Log: statelog.Options{FS: fs}, Options: Options{Now: clock.Now, MaxBatchRecords: 1}})
 	core, logs := observer.New(zapcore.InfoLevel)
 	ts.logger = zap.New(zapcore.NewTee(core, ts.logger.Core()))
 	s := ts.active(nil)
@@ -280,7 +284,7 @@ func TestShardColdJobAppendFailsMidJob(t *testing.T) {
 	step <- struct{}{}
 	for {
 		<-held
-		if len(s.ops) == 0 && len(s.coldNext) == 1 && s.cold != nil {
+		if len(s.ops) == 0 && len(s.cold.next) == 1 && s.cold.job != nil {
 			break
 		}
 		step <- struct{}{}
@@ -308,7 +312,7 @@ func TestShardColdJobAppendFailsMidJob(t *testing.T) {
 // finishes the timer's job and the call's, answers the call and closes.
 func TestShardCloseDuringTimerColdJobWithCallWaiting(t *testing.T) {
 	clock := newFakeClock()
-	ts := newTestShard(t, Options{Now: clock.Now, MaxBatchRecords: 1, ColdSnapshotInterval: 20 * time.Millisecond})
+	ts := newTestShard(t, testOpts{Options: Options{Now: clock.Now, MaxBatchRecords: 1, ColdSnapshotInterval: 20 * time.Millisecond}})
 	s := ts.active(nil)
 	ctx := context.Background()
 	for i := 0; i < 4; i++ {
@@ -323,8 +327,8 @@ func TestShardCloseDuringTimerColdJobWithCallWaiting(t *testing.T) {
 	waitQueued(t, s, 1)
 	step <- struct{}{}
 	<-held
-	if len(s.coldNext) != 1 || !s.coldByTimer {
-		t.Fatalf("coldNext %d, byTimer %v", len(s.coldNext), s.coldByTimer)
+	if len(s.cold.next) != 1 || !s.cold.byTimer {
+		t.Fatalf("coldNext %d, byTimer %v", len(s.cold.next), s.cold.byTimer)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()

@@ -1,6 +1,6 @@
 // Package shard is Kafka's share coordinator shard for one state partition of coordinatord: the
-// share-state machine (Kafka's ShareCoordinatorShard) on top of one
-// statelog.Log, run by a single goroutine.
+// share-state machine (Kafka's ShareCoordinatorShard) on top of the log that holds the
+// partition's records, run by a single goroutine.
 //
 // # Operations
 //
@@ -20,21 +20,27 @@
 // AppendLingerMs (-1: whatever is already queued; 0: none; >0: keep collecting up to that long),
 // capped by MaxBatchRecords and MaxBatchBytes. It applies them in order against the current state
 // (later operations see earlier ones' effects, as Kafka's uncommitted timeline state), appends all
-// their records as one statelog batch (one fsync; records past the caps go in further batches),
-// and only then answers every operation of the batch, including reads and summaries, which
-// therefore never return state that is not durable.
+// their records as one batch of the log (records past the caps go in further batches), and only
+// then answers every operation of the batch, including reads and summaries, which therefore never
+// return state that is not durable; a batch without records waits for the log to confirm that the
+// shard holds all of it. The offsets of the records, which the offsets manager keeps for pruning,
+// are learned from the append.
 //
-// If the append fails, every operation of the batch gets COORDINATOR_NOT_AVAILABLE, and the shard
-// drops its state, closes and reopens its log (recovery truncates the unacknowledged tail) and
-// replays it before serving again; meanwhile operations get COORDINATOR_LOAD_IN_PROGRESS. A load
-// that fails leaves the shard Failed (COORDINATOR_NOT_AVAILABLE with the cause) and is retried
-// with exponential backoff (RetryBackoff up to MaxRetryBackoff), except after log corruption, which
-// needs an operator's repair, and after a failed file-system sync of a SyncGroup or a load that
-// could not sync what it found (statelog.ErrNotDurable), which need the page cache dropped and
-// the process restarted. A failed file-system sync fails every shard of its SyncGroup at once,
-// idle ones included (statelog.SyncGroup.Failed). An operation
-// whose commit takes longer than WriteTimeout answers COORDINATOR_NOT_AVAILABLE; its records stay
-// applied, as in Kafka.
+// # The log
+//
+// The shard reads and appends through two small interfaces, Log and LogOpener: LocalLog, a
+// statelog on one node, or a replica's view of a replicated log. The log decides, by the error it
+// returns, what the shard does after a failure (Action documents the whole table). If an append
+// fails, every operation of the batch gets COORDINATOR_NOT_AVAILABLE, and the shard drops its
+// state and loads the log again before serving (the log cuts the unacknowledged batch off);
+// meanwhile operations get COORDINATOR_LOAD_IN_PROGRESS. A load that fails leaves the shard
+// Failed (COORDINATOR_NOT_AVAILABLE with the cause) and is retried with exponential backoff
+// (RetryBackoff up to MaxRetryBackoff), unless the log says no retry can help: a damaged log
+// needs an operator's repair, and a failed sync of the file system (LocalLog's SyncGroup), or a
+// load that could not sync what it found, needs the page cache dropped and the process
+// restarted. A log that fails while the shard is idle (LogOpener.Failed: the SyncGroup's failure)
+// fails the shard at once. An operation whose commit takes longer than WriteTimeout answers
+// COORDINATOR_NOT_AVAILABLE; its records stay applied, as in Kafka.
 //
 // The prune job (Kafka's setupRecordPruning) and the cold-partition snapshot job (Kafka's
 // snapshotColdPartitions) run on the shard goroutine between batches every PruneInterval and

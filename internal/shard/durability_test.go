@@ -29,13 +29,13 @@ import (
 	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
-// openReal opens a shard the way the server does (statelog.Load) and closes it at the end.
-func openReal(t *testing.T, logger *zap.Logger, opts Options) *Shard {
+// openReal opens a shard the way the server does (on a LocalLog) and closes it at the end.
+func openReal(t *testing.T, logger *zap.Logger, opts testOpts) *Shard {
 	t.Helper()
 	if opts.Now == nil {
 		opts.Now = newFakeClock().Now
 	}
-	s := Open(logger, newLimits(500), opts)
+	s := openLocal(logger, newLimits(500), opts)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -150,8 +150,7 @@ func TestShardReloadTruncatesToDurableEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := faultfs.Wrap(vfs.OS(), nil)
 			reg := prometheus.NewRegistry()
-			opts := Options{LogDir: t.TempDir(), RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
-				Log: statelog.Options{FS: fsys, Metrics: statelog.NewMetrics(reg)}}
+			opts := testOpts{LogDir: t.TempDir(), Log: statelog.Options{FS: fsys, Metrics: statelog.NewMetrics(reg)}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}}
 			s := openReal(t, zaptest.NewLogger(t), opts)
 			ctx := context.Background()
 			if err := s.WaitLoaded(ctx); err != nil {
@@ -193,7 +192,7 @@ func TestShardReloadTruncatesToDurableEnd(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s2 := openReal(t, zaptest.NewLogger(t), Options{LogDir: opts.LogDir})
+			s2 := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: opts.LogDir, Options: Options{}})
 			if err := s2.WaitLoaded(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +231,7 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		}
 		fsys := faultfs.Wrap(vfs.OS(), nil)
 		core, logs := observer.New(zapcore.WarnLevel)
-		opts := Options{LogDir: t.TempDir(), Log: statelog.Options{FS: fsys}}
+		opts := testOpts{LogDir: t.TempDir(), Log: statelog.Options{FS: fsys}, Options: Options{}}
 		s := openReal(t, zap.New(core), opts)
 		if err := s.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
@@ -291,7 +290,7 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		if n := logs.FilterMessageSnippet("closing after a failed commit: cut the state log").Len(); n != 1 {
 			t.Errorf("%d cuts logged on close, want 1:\n%v", n, logs.All())
 		}
-		s2 := openReal(t, zaptest.NewLogger(t), Options{LogDir: opts.LogDir})
+		s2 := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: opts.LogDir, Options: Options{}})
 		if err := s2.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +309,7 @@ func TestShardSyncGroupManyPartitions(t *testing.T) {
 	dataDir, fsys, g := newOSSyncGroup(t)
 	shards := make([]*Shard, partitions)
 	for p := range shards {
-		shards[p] = openReal(t, zaptest.NewLogger(t), Options{Partition: p, LogDir: partitionLogDir(dataDir, p), Log: statelog.Options{FS: fsys, SyncGroup: g}})
+		shards[p] = openReal(t, zaptest.NewLogger(t), testOpts{LogDir: partitionLogDir(dataDir, p), Log: statelog.Options{FS: fsys, SyncGroup: g}, Options: Options{Partition: p}})
 	}
 	ctx := context.Background()
 	for _, s := range shards {
@@ -367,7 +366,7 @@ func TestShardSyncGroupManyPartitions(t *testing.T) {
 	}
 	for w := range 64 {
 		p := w % partitions
-		s := openReal(t, zaptest.NewLogger(t), Options{Partition: p, LogDir: partitionLogDir(dataDir, p)})
+		s := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: partitionLogDir(dataDir, p), Options: Options{Partition: p}})
 		if err := s.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -390,8 +389,7 @@ func TestShardSyncGroupFailure(t *testing.T) {
 	core, logs := observer.New(zapcore.ErrorLevel)
 	shards := make([]*Shard, 3)
 	for p := range shards {
-		shards[p] = openReal(t, zap.New(core), Options{Partition: p, LogDir: partitionLogDir(dataDir, p), RetryBackoff: time.Millisecond,
-			MaxRetryBackoff: time.Millisecond, Log: statelog.Options{FS: fsys, SyncGroup: g}})
+		shards[p] = openReal(t, zap.New(core), testOpts{LogDir: partitionLogDir(dataDir, p), Log: statelog.Options{FS: fsys, SyncGroup: g}, Options: Options{Partition: p, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}})
 	}
 	ctx := context.Background()
 	for _, s := range shards {
@@ -452,8 +450,7 @@ func TestShardSyncGroupCrashRecovery(t *testing.T) {
 			const partitions = 3
 			shards := make([]*Shard, partitions)
 			for p := range shards {
-				shards[p] = openReal(t, zaptest.NewLogger(t), Options{Partition: p, LogDir: partitionLogDir("/data", p),
-					Log: statelog.Options{FS: crash, SegmentBytes: 2048, SyncGroup: g}})
+				shards[p] = openReal(t, zaptest.NewLogger(t), testOpts{LogDir: partitionLogDir("/data", p), Log: statelog.Options{FS: crash, SegmentBytes: 2048, SyncGroup: g}, Options: Options{Partition: p}})
 			}
 			ctx := context.Background()
 			keys := []Key{key(0), key(1), key(2), key(3), key(4), key(5)}
@@ -478,7 +475,7 @@ func TestShardSyncGroupCrashRecovery(t *testing.T) {
 				want := a.copy()
 				clone := crash.CrashClone(faultfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(cut))), ZeroFill: cut%2 == 1})
 				for p := range partitions {
-					s2 := openReal(t, zaptest.NewLogger(t), Options{Partition: p, LogDir: partitionLogDir("/data", p), Log: statelog.Options{FS: clone}})
+					s2 := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: partitionLogDir("/data", p), Log: statelog.Options{FS: clone}, Options: Options{Partition: p}})
 					if err := s2.WaitLoaded(ctx); err != nil {
 						t.Fatalf("cut %d, partition %d: the log left by the power cut does not load: %v", cut, p, err)
 					}
@@ -507,8 +504,7 @@ func TestShardSyncGroupCrashRecovery(t *testing.T) {
 func TestRestartAfterFailedGroupSyncDropsTheBatch(t *testing.T) {
 	dataDir, fsys, g := newOSSyncGroup(t)
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: dataDir, RetryBackoff: 1, MaxRetryBackoff: 1,
-		Log: statelog.Options{FS: fsys, SyncGroup: g}})
+	s := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: dataDir, Log: statelog.Options{FS: fsys, SyncGroup: g}, Options: Options{RetryBackoff: 1, MaxRetryBackoff: 1}})
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +525,7 @@ func TestRestartAfterFailedGroupSyncDropsTheBatch(t *testing.T) {
 func restartServesOnlyTheInitialState(t *testing.T, logDir, what string) {
 	t.Helper()
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: logDir})
+	s := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: logDir, Options: Options{}})
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -545,8 +541,7 @@ func TestRestartWhileReloadFailsDropsTheBatch(t *testing.T) {
 	dataDir := t.TempDir()
 	fsys := faultfs.Wrap(vfs.OS(), nil)
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: dataDir, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour,
-		Log: statelog.Options{FS: fsys}})
+	s := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: dataDir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour}})
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -587,8 +582,7 @@ func TestLoadSyncFailureIsNotRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s2 := openReal(t, zaptest.NewLogger(t), Options{LogDir: dir, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
-		Log: statelog.Options{FS: fsys}})
+	s2 := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}})
 	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrNotDurable) {
 		t.Fatalf("load = %v, want ErrNotDurable", err)
 	}
@@ -612,8 +606,7 @@ func TestNewLogSyncFailuresAreRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: t.TempDir(), RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
-		Log: statelog.Options{FS: fsys}})
+	s := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: t.TempDir(), Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}})
 	waitState(t, s, Active)
 	mustOK(t, s.Initialize(context.Background(), InitializeRequest{Key: testKey, StateEpoch: 1}))
 }
@@ -621,7 +614,7 @@ func TestNewLogSyncFailuresAreRetried(t *testing.T) {
 // Answered operations are not kept reachable from the shard: a large request would otherwise stay
 // in memory until a later commit of as many operations overwrote it.
 func TestAnsweredOperationsAreReleased(t *testing.T) {
-	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: t.TempDir()})
+	s := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: t.TempDir(), Options: Options{}})
 	ctx := context.Background()
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
@@ -653,7 +646,7 @@ func TestAnsweredOperationsAreReleased(t *testing.T) {
 
 // A commit of records larger than maxRetainedPending does not keep its buffer once answered.
 func TestLargeCommitBufferIsReleased(t *testing.T) {
-	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: t.TempDir()})
+	s := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: t.TempDir(), Options: Options{}})
 	ctx := context.Background()
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
@@ -698,8 +691,7 @@ func TestNewerLogFormatIsNotRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s2 := openReal(t, zaptest.NewLogger(t), Options{LogDir: dir, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond,
-		Log: statelog.Options{FS: fsys}})
+	s2 := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}})
 	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrUnsupportedFormat) {
 		t.Fatalf("load = %v, want ErrUnsupportedFormat", err)
 	}
@@ -720,7 +712,7 @@ func logOfOneKey(t *testing.T) (logDir string) {
 	t.Helper()
 	logDir = t.TempDir()
 	ctx := context.Background()
-	s := openReal(t, zaptest.NewLogger(t), Options{LogDir: logDir})
+	s := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: logDir, Options: Options{}})
 	if err := s.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -747,9 +739,8 @@ func TestShardSyncGroupFailureCutsLoadBackoff(t *testing.T) {
 		}
 		return nil
 	}))
-	opts := func(p int) Options {
-		return Options{Partition: p, LogDir: partitionLogDir(dataDir, p), RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour,
-			Log: statelog.Options{FS: fsys, SyncGroup: g}}
+	opts := func(p int) testOpts {
+		return testOpts{LogDir: partitionLogDir(dataDir, p), Log: statelog.Options{FS: fsys, SyncGroup: g}, Options: Options{Partition: p, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour}}
 	}
 	a := openReal(t, zaptest.NewLogger(t), opts(0))
 	b := openReal(t, zaptest.NewLogger(t), opts(1))

@@ -94,11 +94,7 @@ func TestShardFaultInjection(t *testing.T) {
 			inj = faultfs.OnIndex(i, syscall.ENOSPC)
 		}
 		fs := faultfs.Wrap(faultfs.NewCrashFS(), inj)
-		ts := newTestShard(t, Options{
-			LogDir:       "/data",
-			Log:          statelog.Options{FS: fs, SegmentBytes: 600},
-			RetryBackoff: time.Millisecond, MaxRetryBackoff: 2 * time.Millisecond,
-		})
+		ts := newTestShard(t, testOpts{LogDir: "/data", Log: statelog.Options{FS: fs, SegmentBytes: 600}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: 2 * time.Millisecond}})
 		ts.provider = newLimits(3)
 		s := ts.open(nil)
 		ctx := context.Background()
@@ -163,7 +159,7 @@ func TestShardFaultInjection(t *testing.T) {
 // the cause); the load is retried with backoff and the shard serves once the fault clears.
 func TestShardFailedLoadRetries(t *testing.T) {
 	fs := faultfs.Wrap(vfs.OS(), faultfs.Match(faultfs.OnKinds(faultfs.OpOpen, faultfs.OpOpenReadWrite, faultfs.OpCreate), syscall.EIO))
-	ts := newTestShard(t, Options{Log: statelog.Options{FS: fs}, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
+	ts := newTestShard(t, testOpts{Log: statelog.Options{FS: fs}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}})
 	s := ts.open(nil)
 	defer s.Close()
 	ctx := context.Background()
@@ -183,7 +179,7 @@ func TestShardFailedLoadRetries(t *testing.T) {
 // the failed operation's effect is not visible afterwards.
 func TestShardAppendFailureReloads(t *testing.T) {
 	fs := faultfs.Wrap(vfs.OS(), nil)
-	ts := newTestShard(t, Options{Log: statelog.Options{FS: fs}})
+	ts := newTestShard(t, testOpts{Log: statelog.Options{FS: fs}, Options: Options{}})
 	s := ts.active(nil)
 	ctx := context.Background()
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
@@ -206,7 +202,7 @@ func TestShardCrashRecovery(t *testing.T) {
 	for seed := uint64(0); seed < 12; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			crash := faultfs.NewCrashFS()
-			ts := newTestShard(t, Options{LogDir: "/data", Log: statelog.Options{FS: crash, SegmentBytes: 2048}})
+			ts := newTestShard(t, testOpts{LogDir: "/data", Log: statelog.Options{FS: crash, SegmentBytes: 2048}, Options: Options{}})
 			ts.provider = newLimits(4)
 			s := ts.active(nil)
 			ctx := context.Background()
@@ -229,7 +225,7 @@ func TestShardCrashRecovery(t *testing.T) {
 				}
 				want := a.copy()
 				clone := crash.CrashClone(faultfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(cut))), ZeroFill: cut%2 == 1})
-				after := newTestShard(t, Options{LogDir: "/data", Log: statelog.Options{FS: clone}})
+				after := newTestShard(t, testOpts{LogDir: "/data", Log: statelog.Options{FS: clone}, Options: Options{}})
 				after.provider = ts.provider
 				s2 := after.open(nil)
 				if err := s2.WaitLoaded(ctx); err != nil {
@@ -251,11 +247,7 @@ func TestShardCrashRecovery(t *testing.T) {
 // COORDINATOR_LOAD_IN_PROGRESS naming the failure, and closing the shard does not wait for it.
 func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 	fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
-	ts := newTestShard(t, Options{
-		LogDir:       "/data",
-		Log:          statelog.Options{FS: fsys},
-		RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour, // the wait is then maxAppendBackoff
-	})
+	ts := newTestShard(t, testOpts{LogDir: "/data", Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour}}) // the wait is then maxAppendBackoff
 	s := ts.open(nil)
 	waitState(t, s, Active)
 	ctx := context.Background()
@@ -342,8 +334,8 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 	t.Run("during the wait before the reload", func(t *testing.T) {
 		var armed atomic.Bool
 		fsys := faultfs.Wrap(faultfs.NewCrashFS(), syncFailsAfterWrite(&armed, nil))
-		ts := newTestShard(t, Options{LogDir: "/data", Log: statelog.Options{FS: fsys}, RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour})
-		s := Open(ts.logger, ts.provider, ts.opts)
+		ts := newTestShard(t, testOpts{LogDir: "/data", Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour}})
+		s := openLocal(ts.logger, ts.provider, ts.opts)
 		waitState(t, s, Active)
 		ctx := context.Background()
 		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
@@ -365,7 +357,7 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		s2 := Open(ts.logger, ts.provider, ts.opts)
+		s2 := openLocal(ts.logger, ts.provider, ts.opts)
 		defer s2.Close()
 		waitState(t, s2, Active)
 		if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != kafkaerr.None || len(got.StateBatches) != 0 {
@@ -385,8 +377,8 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 			}
 			return nil
 		}))
-		ts := newTestShard(t, Options{LogDir: "/data", Log: statelog.Options{FS: fsys}})
-		s := Open(ts.logger, ts.provider, ts.opts)
+		ts := newTestShard(t, testOpts{LogDir: "/data", Log: statelog.Options{FS: fsys}, Options: Options{}})
+		s := openLocal(ts.logger, ts.provider, ts.opts)
 		waitState(t, s, Active)
 		ctx := context.Background()
 		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
@@ -407,7 +399,7 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 		if err := <-closed; err != nil {
 			t.Fatal(err)
 		}
-		s2 := Open(ts.logger, ts.provider, ts.opts)
+		s2 := openLocal(ts.logger, ts.provider, ts.opts)
 		defer s2.Close()
 		waitState(t, s2, Active)
 		if got := s2.Read(ctx, ReadRequest{Key: testKey}); got.Code != kafkaerr.None || got.StartOffset == 9000 {

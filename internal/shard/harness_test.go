@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/coordinatord/coordinatord/internal/record"
+	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
 // limits is a Provider with a default limit and per-group overrides, changeable at run time.
@@ -20,6 +22,28 @@ type limits struct {
 	mu  sync.Mutex
 	def int
 	per map[string]int
+}
+
+// testOpts is how a test runs a shard on a local log: the shard's options, and the directory and
+// options of its log.
+type testOpts struct {
+	Options
+	LogDir string
+	Log    statelog.Options
+}
+
+// localLog is the opener of o's log; it names the log after the partition, as the server does.
+func (o testOpts) localLog(logger *zap.Logger) *LocalLog {
+	lo := o.Log
+	if lo.Name == "" {
+		lo.Name = strconv.Itoa(o.Partition)
+	}
+	return NewLocalLog(logger, o.LogDir, lo)
+}
+
+// openLocal opens a shard on the local log o describes, as the server does.
+func openLocal(logger *zap.Logger, provider Provider, o testOpts) *Shard {
+	return Open(logger, provider, o.Options, o.localLog(logger))
 }
 
 // partitionLogDir is where a test whose partitions share the directory dir keeps partition p's
@@ -83,9 +107,11 @@ func newHarness(t testing.TB, limit int) *harness {
 	return h
 }
 
-func (h *harness) begin() { h.p.reset(int64(len(h.log))) }
+func (h *harness) begin() { h.p.reset() }
 
+// end "appends" the records of the operation to the harness's log, and tells the machine where.
 func (h *harness) end() {
+	h.m.placed(&h.p, 0, h.p.len(), int64(len(h.log)))
 	for i := 0; i < h.p.len(); i++ {
 		h.log = append(h.log, slices.Clone(h.p.record(i)))
 	}

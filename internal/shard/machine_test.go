@@ -971,7 +971,7 @@ func BenchmarkWriteAtRecordLimit(b *testing.B) {
 		if res := h.m.write(&WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(o, o, 0, 1))}, &h.p); res.Code != kafkaerr.None {
 			b.Fatal(res)
 		}
-		h.p.reset(0)
+		h.p.reset()
 		i++
 	}
 }

@@ -19,11 +19,7 @@ func TestGaugesOnlyAfterALoad(t *testing.T) {
 	ctx := context.Background()
 	dataDir := t.TempDir()
 	open := func(reg *prometheus.Registry) *Shard {
-		return Open(zaptest.NewLogger(t), newLimits(500), Options{
-			Partition: 4, LogDir: partitionLogDir(dataDir, 4), Now: newFakeClock().Now,
-			Log:     statelog.Options{Metrics: statelog.NewMetrics(reg)},
-			Metrics: NewMetrics(reg, 10),
-		})
+		return openLocal(zaptest.NewLogger(t), newLimits(500), testOpts{LogDir: partitionLogDir(dataDir, 4), Log: statelog.Options{Metrics: statelog.NewMetrics(reg)}, Options: Options{Partition: 4, Now: newFakeClock().Now, Metrics: NewMetrics(reg, 10)}})
 	}
 	gauges := []string{
 		"sharecoord_state_log_size_bytes", "sharecoord_state_log_start_offset", "sharecoord_state_log_end_offset",

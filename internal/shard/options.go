@@ -1,10 +1,7 @@
 package shard
 
 import (
-	"strconv"
 	"time"
-
-	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
 // Defaults for the zero values of Options.
@@ -19,9 +16,7 @@ const (
 
 // Options configures a Shard. Zero values mean the defaults.
 type Options struct {
-	Partition            int              // state partition index (metrics label, log name)
-	LogDir               string           // the directory of the partition's log, the caller's to choose
-	Log                  statelog.Options // SegmentBytes, MaxRecordBytes, ReadBufferBytes, FS, Metrics, SyncGroup (Name and TruncateAfter are set by the shard)
+	Partition            int              // state partition index (metrics label)
 	AppendLingerMs       int              // -1 adaptive (drain what is queued), 0 flush each op, >0 linger up to that long
 	WriteTimeout         time.Duration    // commit wait; exceeded → COORDINATOR_NOT_AVAILABLE (records stay applied); 0 → 5 s
 	PruneInterval        time.Duration    // 0 → no prune timer (Prune can still be called)
@@ -68,16 +63,5 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Log.MaxRecordBytes == 0 {
-		o.Log.MaxRecordBytes = statelog.DefaultMaxRecordBytes
-	}
 	return o
-}
-
-// logLocation returns the directory of the shard's log and the log options named after the
-// partition.
-func (o Options) logLocation() (dir string, logOpts statelog.Options) {
-	logOpts = o.Log
-	logOpts.Name = strconv.Itoa(o.Partition)
-	return o.LogDir, logOpts
 }

@@ -92,7 +92,7 @@ func TestShardReopenProperty(t *testing.T) {
 	for seed := uint64(0); seed < 6; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			clock := newFakeClock()
-			ts := newTestShard(t, Options{Now: clock.Now, ColdSnapshotInterval: 0})
+			ts := newTestShard(t, testOpts{Options: Options{Now: clock.Now, ColdSnapshotInterval: 0}})
 			ts.provider = newLimits(int(seed%4) + 1)
 			s := ts.active(nil)
 			ctx := context.Background()

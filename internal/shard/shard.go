@@ -7,22 +7,19 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
-	"github.com/coordinatord/coordinatord/internal/record"
-	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
 // State is the lifecycle state of a shard.
 type State int32
 
-// The shard states. Loading → Active; a failed load → Failed (retried with backoff unless the log
-// is corrupt, a file-system sync failed, or the load could not sync what it found) → Loading →
-// Active; a failed append → Loading (reload) → Active; Close → Closed.
+// The shard states. Loading → Active; a failed load → Failed (retried with backoff, or not, as
+// the log's error says: see Action) → Loading → Active; a failed append → Loading (reload) →
+// Active; Close → Closed.
 const (
 	Loading State = iota
 	Active
@@ -74,31 +71,13 @@ type RecordCounts struct {
 	Tombstones int64
 }
 
-// stateLog is what the shard needs of a statelog.Log (a seam for tests).
-type stateLog interface {
-	Append(records [][]byte) (int64, error)
-	Replay(from int64, fn func(offset int64, record []byte) error) error
-	StartOffset() int64
-	EndOffset() int64
-	Size() int64
-	SetStartOffset(off int64) error
-	Close() error
-}
-
-// logLoader opens a shard's log and streams its records, from the log-start offset, to fn
-// (statelog.Load). truncateAfter, when not nil, is the durable end of a log whose append failed:
-// everything past it is removed first. On error no log is returned, and what fn built must be
-// discarded.
-type logLoader func(truncateAfter *int64, fn func(offset int64, record []byte) error) (stateLog, error)
-
 // Shard is Kafka's share coordinator shard for one state partition: the share-state machine plus
 // its log, run by a single goroutine that applies operations in arrival order and group-commits
 // their records. All methods are safe for concurrent use.
 type Shard struct {
 	logger  *zap.Logger
 	opts    Options
-	dir     string
-	loadLog logLoader
+	opener  LogOpener
 	m       *machine
 	metrics *shardMetrics
 	ops     chan *op
@@ -107,7 +86,7 @@ type Shard struct {
 	status     Status
 	changed    chan struct{} // closed and replaced on every status change
 	closed     bool
-	log        stateLog
+	log        Log
 	state      atomic.Int32
 	stopAccept chan struct{} // closed by Close: submitters stop waiting for queue room
 	submitters sync.WaitGroup
@@ -119,24 +98,15 @@ type Shard struct {
 	batch      []*op
 	records    [][]byte
 	lastPruned int64
-	carry      *op // a control operation met while collecting a batch
-	// The cold-partition snapshot job under way (nil: none), the calls it answers when done, the
-	// calls that came while it ran (they get the next job), whether the timer started it, and
-	// that a job the timer started has ended (serve reschedules the timer).
-	cold          *coldJob
-	coldWaiters   []*op
-	coldNext      []*op
-	coldByTimer   bool
-	coldTimerDone bool
-	jobDone       chan<- opKind // tests: told after each timer-driven job
-	// durableEnd, when not nil, is the end offset after the last successful append of a log
-	// whose append failed; loads truncate the log to it until one succeeds. appendErr is that
-	// failure, shown in the Loading status while the log is reloaded.
-	durableEnd *int64
-	appendErr  error
-	// syncLost is the error of the log's sync group when it failed while this shard was idle:
-	// the shard fails for good without a reload.
-	syncLost error
+	carry      *op           // a control operation met while collecting a batch
+	cold       coldRun       // the cold-partition snapshot jobs
+	jobDone    chan<- opKind // tests: told after each timer-driven job
+	// appendErr is the failure of the last append, shown in the Loading status while the log is
+	// loaded again after it (nil once a load succeeded).
+	appendErr error
+	// lost is the error of a log that failed while this shard was idle (LogOpener.Failed): the
+	// shard fails for good without a reload.
+	lost error
 
 	// Mirrors for Stats and LastRedundantOffset, updated after each commit.
 	keys       atomic.Int64
@@ -147,61 +117,26 @@ type Shard struct {
 	appendedSz [numKinds]atomic.Int64
 }
 
-// Open starts the shard: it returns at once in state Loading and replays its log in the
-// background; operations meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A failed load leaves it
-// Failed: operations get COORDINATOR_NOT_AVAILABLE with a message carrying the cause, and the load
-// is retried with backoff unless the log is corrupt (which needs an operator's repair), holds
-// data of a format this release does not read (statelog.ErrUnsupportedFormat,
-// record.ErrUnknownValueVersion: a newer release wrote it), a file-system sync failed, or the load
-// could not sync what it found (statelog.ErrNotDurable): those last two need the page cache
-// dropped, then a restart of the process.
-func Open(logger *zap.Logger, provider Provider, opts Options) *Shard {
+// Open starts the shard over the log that log opens: it returns at once in state Loading and
+// replays the log in the background; operations meanwhile get COORDINATOR_LOAD_IN_PROGRESS. A
+// failed load leaves it Failed: operations get COORDINATOR_NOT_AVAILABLE with a message carrying
+// the cause, and the load is retried with backoff or not, as the log's error says (see Action).
+func Open(logger *zap.Logger, provider Provider, opts Options, log LogOpener) *Shard {
+	return start(logger, provider, opts, log, nil)
+}
+
+// start is Open with prepare (tests) run before the goroutine starts.
+func start(logger *zap.Logger, provider Provider, opts Options, log LogOpener, prepare func(*Shard)) *Shard {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
 	opts = opts.withDefaults()
-	dir, logOpts := opts.logLocation()
 	logger = logger.With(zap.Int("state_partition", opts.Partition))
-	load := func(truncateAfter *int64, fn func(int64, []byte) error) (stateLog, error) {
-		o := logOpts
-		o.TruncateAfter = truncateAfter
-		l, err := statelog.Load(logger, dir, o, fn)
-		if err != nil {
-			return nil, err
-		}
-		return l, nil
-	}
-	return startLoading(logger, provider, opts, dir, load, nil)
-}
-
-// start is Open with the log constructor injected (tests): each load opens the log, then
-// replays it. prepare runs before the goroutine starts.
-func start(logger *zap.Logger, provider Provider, opts Options, dir string, open func() (stateLog, error), prepare func(*Shard)) *Shard {
-	load := func(_ *int64, fn func(int64, []byte) error) (stateLog, error) {
-		l, err := open()
-		if err != nil {
-			return nil, err
-		}
-		if err := l.Replay(l.StartOffset(), fn); err != nil {
-			if cerr := l.Close(); cerr != nil {
-				logger.Warn("closing the state log after a failed replay failed", zap.Error(cerr))
-			}
-			return nil, err
-		}
-		return l, nil
-	}
-	return startLoading(logger, provider, opts, dir, load, prepare)
-}
-
-// startLoading starts a shard whose loads use load; prepare (tests) runs before the goroutine
-// starts.
-func startLoading(logger *zap.Logger, provider Provider, opts Options, dir string, load logLoader, prepare func(*Shard)) *Shard {
 	s := &Shard{
 		logger:     logger,
 		opts:       opts,
-		dir:        dir,
-		loadLog:    load,
-		m:          newMachine(logger, provider, opts.Now, opts.ColdSnapshotInterval, opts.Log.MaxRecordBytes),
+		opener:     log,
+		m:          newMachine(logger, provider, opts.Now, opts.ColdSnapshotInterval, log.MaxRecordBytes()),
 		metrics:    newShardMetrics(opts.Metrics, opts.Partition),
 		ops:        make(chan *op, opts.QueueSize),
 		changed:    make(chan struct{}),
@@ -453,27 +388,10 @@ func notAvailable(msg string) Result {
 	return Result{Code: kafkaerr.CoordinatorNotAvailable, Message: msg}
 }
 
-// storageFailure says in a few words, for a client, what kind of storage failure err is, with
-// the operating system's error (such as "no space left on device") when there is one. File
-// names and byte offsets go to the server log and /readyz, not to clients.
+// storageFailure says in a few words, for a client, what kind of storage failure err is.
 func storageFailure(err error) string {
-	cause := ""
-	if errno := syscall.Errno(0); errors.As(err, &errno) {
-		cause = " (" + errno.Error() + ")"
-	}
-	var ce *statelog.CorruptionError
-	switch {
-	case errors.As(err, &ce):
-		return "its state log is damaged and waits for an operator"
-	case errors.Is(err, statelog.ErrUnsupportedFormat), errors.Is(err, record.ErrUnknownValueVersion):
-		return "its state log holds data in a format this release does not read (written by a newer coordinatord)"
-	case errors.Is(err, statelog.ErrSyncFailed):
-		return "a file-system sync of the data directory failed" + cause + "; the server must be restarted"
-	case errors.Is(err, statelog.ErrNotDurable):
-		return "its state log could not be made durable when it was loaded" + cause + "; it waits for an operator"
-	default:
-		return "a storage error" + cause + "; the server log has the details"
-	}
+	_, client, _ := failure(err)
+	return client
 }
 
 // notApplied is the answer to an operation that was never applied, for the reason why.

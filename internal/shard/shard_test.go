@@ -22,12 +22,12 @@ import (
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
-// gatedLog wraps a real log so tests can hold appends or replays and count appends.
+// gatedLog wraps a real log so tests can hold appends or loads and count appends.
 type gatedLog struct {
-	stateLog
+	Log
 	mu         sync.Mutex
 	appendGate chan struct{} // when set, Append waits for it to be closed
-	replayGate chan struct{}
+	replayGate chan struct{} // when set, the load that opens the log waits for it to be closed
 	appendHeld chan struct{} // receives when an Append starts waiting at the gate
 }
 
@@ -41,7 +41,7 @@ func (g *gatedLog) Append(records [][]byte) (int64, error) {
 		}
 		<-gate
 	}
-	return g.stateLog.Append(records)
+	return g.Log.Append(records)
 }
 
 // holdAppends makes every Append wait until release is called; held, when not nil, receives as
@@ -59,20 +59,15 @@ func (g *gatedLog) holdAppends(held chan struct{}) (release func()) {
 	}
 }
 
-func (g *gatedLog) Replay(from int64, fn func(int64, []byte) error) error {
-	g.mu.Lock()
-	gate := g.replayGate
-	g.mu.Unlock()
-	if gate != nil {
-		<-gate
-	}
-	return g.stateLog.Replay(from, fn)
+// replay reads the records of the log from offset from.
+func (g *gatedLog) replay(from int64, fn func(int64, []byte) error) error {
+	return g.Log.(*localLog).l.Replay(from, fn)
 }
 
 // testShard opens shards on one directory; gl is the gated wrapper of the latest log opened.
 type testShard struct {
 	t        *testing.T
-	opts     Options
+	opts     testOpts
 	provider Provider
 	mu       sync.Mutex
 	gl       *gatedLog
@@ -80,7 +75,7 @@ type testShard struct {
 	logger   *zap.Logger
 }
 
-func newTestShard(t *testing.T, opts Options) *testShard {
+func newTestShard(t *testing.T, opts testOpts) *testShard {
 	if opts.LogDir == "" {
 		opts.LogDir = t.TempDir()
 	}
@@ -91,23 +86,34 @@ func newTestShard(t *testing.T, opts Options) *testShard {
 }
 
 func (ts *testShard) open(prepare func(*Shard)) *Shard {
-	opts := ts.opts.withDefaults()
-	dir, logOpts := opts.logLocation()
-	open := func() (stateLog, error) {
-		l, err := statelog.Open(ts.logger, dir, logOpts)
-		if err != nil {
-			return nil, err
-		}
-		g := &gatedLog{stateLog: l}
-		ts.mu.Lock()
-		if ts.newGate != nil {
-			ts.newGate(g)
-		}
-		ts.gl = g
-		ts.mu.Unlock()
-		return g, nil
+	return start(ts.logger, ts.provider, ts.opts.Options, &gatedOpener{LocalLog: ts.opts.localLog(ts.logger), ts: ts}, prepare)
+}
+
+// gatedOpener opens the testShard's log wrapped in a gatedLog configured by newGate.
+type gatedOpener struct {
+	*LocalLog
+	ts *testShard
+}
+
+func (o *gatedOpener) Open(fn func(int64, []byte) error) (Log, error) {
+	g := &gatedLog{}
+	o.ts.mu.Lock()
+	if o.ts.newGate != nil {
+		o.ts.newGate(g)
 	}
-	return start(ts.logger, ts.provider, opts, dir, open, prepare)
+	o.ts.mu.Unlock()
+	if g.replayGate != nil {
+		<-g.replayGate
+	}
+	l, err := o.LocalLog.Open(fn)
+	if err != nil {
+		return nil, err
+	}
+	g.Log = l
+	o.ts.mu.Lock()
+	o.ts.gl = g
+	o.ts.mu.Unlock()
+	return g, nil
 }
 
 // active opens a shard, waits for it to load and closes it at the end of the test.
@@ -152,7 +158,7 @@ func waitQueued(t *testing.T, s *Shard, n int) {
 }
 
 func TestShardServesAndReloads(t *testing.T) {
-	ts := newTestShard(t, Options{Partition: 3})
+	ts := newTestShard(t, testOpts{Options: Options{Partition: 3}})
 	s := ts.open(nil)
 	ctx := context.Background()
 	if err := s.WaitLoaded(ctx); err != nil {
@@ -195,7 +201,7 @@ func TestShardServesAndReloads(t *testing.T) {
 }
 
 func TestShardLoadingAnswersLoadInProgress(t *testing.T) {
-	ts := newTestShard(t, Options{})
+	ts := newTestShard(t, testOpts{})
 	gate := make(chan struct{})
 	ts.newGate = func(g *gatedLog) { g.replayGate = gate }
 	s := ts.open(nil)
@@ -220,7 +226,7 @@ func TestShardLoadingAnswersLoadInProgress(t *testing.T) {
 }
 
 func TestShardCloseWhileLoading(t *testing.T) {
-	ts := newTestShard(t, Options{})
+	ts := newTestShard(t, testOpts{})
 	gate := make(chan struct{})
 	ts.newGate = func(g *gatedLog) { g.replayGate = gate }
 	s := ts.open(nil)
@@ -252,7 +258,7 @@ func TestShardGroupCommit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			ts := newTestShard(t, Options{MaxBatchRecords: tt.maxRecords})
+			ts := newTestShard(t, testOpts{Options: Options{MaxBatchRecords: tt.maxRecords}})
 			s := ts.active(nil)
 			ctx := context.Background()
 			for i := 0; i < tt.n; i++ {
@@ -310,7 +316,7 @@ func TestShardGroupCommit(t *testing.T) {
 
 // Reads and summaries are answered only after earlier writes are durable.
 func TestShardReadWaitsForEarlierWrites(t *testing.T) {
-	ts := newTestShard(t, Options{})
+	ts := newTestShard(t, testOpts{})
 	s := ts.active(nil)
 	ctx := context.Background()
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
@@ -337,7 +343,7 @@ func TestShardReadWaitsForEarlierWrites(t *testing.T) {
 // An operation whose commit is not done within WriteTimeout answers COORDINATOR_NOT_AVAILABLE;
 // its record stays applied (as in Kafka's coordinator runtime).
 func TestShardWriteTimeout(t *testing.T) {
-	ts := newTestShard(t, Options{WriteTimeout: 30 * time.Millisecond})
+	ts := newTestShard(t, testOpts{Options: Options{WriteTimeout: 30 * time.Millisecond}})
 	s := ts.active(nil)
 	ctx := context.Background()
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
@@ -353,7 +359,7 @@ func TestShardWriteTimeout(t *testing.T) {
 }
 
 func TestShardContextCancelledBeforeApply(t *testing.T) {
-	ts := newTestShard(t, Options{})
+	ts := newTestShard(t, testOpts{})
 	s := ts.active(nil)
 	ctx := context.Background()
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
@@ -383,7 +389,7 @@ func TestShardContextCancelledBeforeApply(t *testing.T) {
 
 // Close finishes and commits every accepted operation, answers them, then closes the log.
 func TestShardCloseWithOperationsInFlight(t *testing.T) {
-	ts := newTestShard(t, Options{})
+	ts := newTestShard(t, testOpts{})
 	s := ts.open(nil)
 	ctx := context.Background()
 	if err := s.WaitLoaded(ctx); err != nil {
@@ -439,10 +445,7 @@ func TestShardCloseWithOperationsInFlight(t *testing.T) {
 
 func TestShardTimersPruneAndColdSnapshot(t *testing.T) {
 	clock := newFakeClock()
-	ts := newTestShard(t, Options{
-		PruneInterval: time.Millisecond, ColdSnapshotInterval: time.Millisecond, Now: clock.Now,
-		Log: statelog.Options{SegmentBytes: 512},
-	})
+	ts := newTestShard(t, testOpts{Log: statelog.Options{SegmentBytes: 512}, Options: Options{PruneInterval: time.Millisecond, ColdSnapshotInterval: time.Millisecond, Now: clock.Now}})
 	jobs := make(chan opKind, 64)
 	s := ts.active(func(s *Shard) { s.jobDone = jobs })
 	ctx := context.Background()
@@ -486,7 +489,7 @@ func TestShardTimersPruneAndColdSnapshot(t *testing.T) {
 
 func TestShardPruneOnDemand(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	ts := newTestShard(t, Options{Partition: 5, Log: statelog.Options{SegmentBytes: 256}, Metrics: NewMetrics(reg, 10)})
+	ts := newTestShard(t, testOpts{Log: statelog.Options{SegmentBytes: 256}, Options: Options{Partition: 5, Metrics: NewMetrics(reg, 10)}})
 	s := ts.active(nil)
 	ctx := context.Background()
 	if got := metricValue(t, s.metrics.lastPruned); got != 0 {
@@ -536,7 +539,7 @@ func TestShardPruneOnDemand(t *testing.T) {
 func TestShardMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg, 2)
-	ts := newTestShard(t, Options{Partition: 7, Metrics: m})
+	ts := newTestShard(t, testOpts{Options: Options{Partition: 7, Metrics: m}})
 	s := ts.active(nil)
 	ctx := context.Background()
 	// Groups unfit for a label value count as __other__ and take no label slot.
@@ -621,7 +624,7 @@ func seriesCount(t testing.TB, reg *prometheus.Registry, name string) int {
 // The status gauge has one series per state for every partition, 1 for the current state only.
 func TestShardStatusMetric(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry(), 10)
-	ts := newTestShard(t, Options{Partition: 3, Metrics: m})
+	ts := newTestShard(t, testOpts{Options: Options{Partition: 3, Metrics: m}})
 	s := ts.active(nil)
 	want := func(current State) {
 		t.Helper()
@@ -664,7 +667,7 @@ func TestShardColdJobYieldsBetweenChunks(t *testing.T) {
 		t.Fatalf("%d commits, want %d chunks of 2 and the write's", c, n/2+1)
 	}
 	var got []string
-	if err := ts.log().Replay(n, func(off int64, raw []byte) error {
+	if err := ts.log().replay(n, func(off int64, raw []byte) error {
 		r, err := record.Decode(raw)
 		if err != nil {
 			return err
@@ -722,7 +725,7 @@ func TestShardCloseFinishesColdJob(t *testing.T) {
 func startHeldColdJob(t *testing.T, maxBatch, n int) (ts *testShard, s *Shard, held chan struct{}, release func(), cold chan int) {
 	t.Helper()
 	clock := newFakeClock()
-	ts = newTestShard(t, Options{Now: clock.Now, MaxBatchRecords: maxBatch})
+	ts = newTestShard(t, testOpts{Options: Options{Now: clock.Now, MaxBatchRecords: maxBatch}})
 	s = ts.active(nil)
 	ctx := context.Background()
 	for i := 0; i < n; i++ {

@@ -171,7 +171,8 @@ func (m *machine) replayRaw(offset int64, raw []byte) error {
 		if isNew {
 			e = m.newEntry(string(d.Key))
 		}
-		m.applySnapshot(e, isNew, &d.Snapshot, offset)
+		m.applySnapshot(e, isNew, &d.Snapshot)
+		m.offsets.update(e, offset, false)
 	case e == nil: // an update of a key without state
 		m.initFromUpdate(m.newEntry(string(d.Key)), &d.Update)
 	default:
@@ -199,8 +200,9 @@ func (m *machine) skip(t record.Type, offset int64) {
 }
 
 // applySnapshot replays a snapshot value for e (as Kafka's ShareCoordinatorShard replays it); isNew
-// tells that e was just created.
-func (m *machine) applySnapshot(e *entry, isNew bool, v *record.SnapshotValue, offset int64) {
+// tells that e was just created. The offsets manager learns the record's offset from the caller:
+// at once on replay, once the log placed the record when the record was just written.
+func (m *machine) applySnapshot(e *entry, isNew bool, v *record.SnapshotValue) {
 	if isNew || v.LeaderEpoch > e.maxLeaderEpoch {
 		e.maxLeaderEpoch = v.LeaderEpoch
 	}
@@ -227,7 +229,6 @@ func (m *machine) applySnapshot(e *entry, isNew bool, v *record.SnapshotValue, o
 		e.updateCount = 0
 		e.flags &^= flagUpdateCount
 	}
-	m.offsets.update(e, offset, false)
 }
 
 // initFromUpdate makes a new key's state from an update (no snapshot seen): Kafka stores the
@@ -308,23 +309,22 @@ func (k recordKind) String() string {
 	return [...]string{"snapshot", "update", "tombstone"}[k]
 }
 
-// pending collects the encoded records of one group commit, back to back in buf.
+// pending collects the encoded records of one group commit, back to back in buf, with what the
+// offsets manager learns once the log placed them: for each snapshot or tombstone record, the
+// key's entry (nil for updates).
 type pending struct {
-	buf   []byte
-	ends  []int
-	kinds []recordKind
-	keys  []string
-	first int64 // offset of the first record
+	buf     []byte
+	ends    []int
+	kinds   []recordKind
+	keys    []string
+	entries []*entry
 }
 
 // maxRetainedPending bounds the record bytes a pending keeps between commits: a commit of huge
 // records would otherwise pin its buffer for the life of the partition.
 const maxRetainedPending = 1 << 20
 
-func (p *pending) reset(first int64) {
-	p.release()
-	p.first = first
-}
+func (p *pending) reset() { p.release() }
 
 // release empties p once its commit is done, dropping a record buffer that grew past
 // maxRetainedPending and the keys of the commit's records.
@@ -333,11 +333,11 @@ func (p *pending) release() {
 		p.buf = nil
 	}
 	clear(p.keys)
-	p.buf, p.ends, p.kinds, p.keys = p.buf[:0], p.ends[:0], p.kinds[:0], p.keys[:0]
+	clear(p.entries)
+	p.buf, p.ends, p.kinds, p.keys, p.entries = p.buf[:0], p.ends[:0], p.kinds[:0], p.keys[:0], p.entries[:0]
 }
 
-func (p *pending) len() int          { return len(p.ends) }
-func (p *pending) nextOffset() int64 { return p.first + int64(len(p.ends)) }
+func (p *pending) len() int { return len(p.ends) }
 
 func (p *pending) record(i int) []byte {
 	start := 0
@@ -372,14 +372,24 @@ func (m *machine) add(p *pending, start int, kind recordKind, mk string) error {
 	p.ends = append(p.ends, len(p.buf))
 	p.kinds = append(p.kinds, kind)
 	p.keys = append(p.keys, mk)
+	p.entries = append(p.entries, nil)
 	return nil
+}
+
+// placed tells the offsets manager where the log put records [i, j) of p: from offset first.
+// Records are placed in order, so it learns every key's latest snapshot as a replay would.
+func (m *machine) placed(p *pending, i, j int, first int64) {
+	for k := i; k < j; k++ {
+		if e := p.entries[k]; e != nil {
+			m.offsets.update(e, first+int64(k-i), p.kinds[k] == kindTombstone)
+		}
+	}
 }
 
 // writeSnapshot encodes a snapshot record for key mk, then replays it (e nil: new key).
 func (m *machine) writeSnapshot(p *pending, mk string, e *entry, v *record.SnapshotValue) error {
 	start := len(p.buf)
 	p.buf = record.AppendSnapshot(p.buf, mk, v)
-	off := p.nextOffset()
 	if err := m.add(p, start, kindSnapshot, mk); err != nil {
 		return err
 	}
@@ -387,7 +397,8 @@ func (m *machine) writeSnapshot(p *pending, mk string, e *entry, v *record.Snaps
 	if isNew {
 		e = m.newEntry(mk)
 	}
-	m.applySnapshot(e, isNew, v, off)
+	m.applySnapshot(e, isNew, v)
+	p.entries[len(p.entries)-1] = e
 	return nil
 }
 
@@ -402,15 +413,16 @@ func (m *machine) writeUpdate(p *pending, e *entry, v *record.UpdateValue) error
 	return nil
 }
 
-// writeTombstone encodes a tombstone for the existing key e, then replays it.
+// writeTombstone encodes a tombstone for the existing key e, then replays it: the key goes now,
+// its last offset once the log placed the tombstone.
 func (m *machine) writeTombstone(p *pending, e *entry) error {
 	start := len(p.buf)
 	p.buf = record.AppendTombstone(p.buf, e.key)
-	off := p.nextOffset()
 	if err := m.add(p, start, kindTombstone, e.key); err != nil {
 		return err
 	}
-	m.applyTombstone(e, off)
+	delete(m.states, e.key)
+	p.entries[len(p.entries)-1] = e
 	return nil
 }
 

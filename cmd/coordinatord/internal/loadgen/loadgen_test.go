@@ -22,6 +22,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
 func TestMain(m *testing.M) {
@@ -48,7 +49,7 @@ func startServer(t *testing.T, serving bool, wrap func([]service.Partition) []se
 	shards := make([]*shard.Shard, b.NumPartitions())
 	parts := make([]service.Partition, len(shards))
 	for p := range shards {
-		shards[p] = shard.Open(logger, cfg, shard.Options{Partition: p, LogDir: datadir.PartitionDir(dir, p), AppendLingerMs: -1})
+		shards[p] = shard.Open(logger, cfg, shard.Options{Partition: p, AppendLingerMs: -1}, shard.NewLocalLog(logger, datadir.PartitionDir(dir, p), statelog.Options{}))
 		parts[p] = shards[p]
 	}
 	if wrap != nil {

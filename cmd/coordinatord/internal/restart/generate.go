@@ -76,7 +76,8 @@ func brokerDefaults(partitions int) (groupcfg.Broker, error) {
 func openShards(logger *zap.Logger, dataDir string, spec Spec, b groupcfg.Broker) []*shard.Shard {
 	shards := make([]*shard.Shard, spec.Partitions)
 	for p := range shards {
-		shards[p] = shard.Open(logger, workload.FixedLimit(spec.Limit), shardconfig.FromBroker(b, dataDir, p))
+		pc := shardconfig.FromBroker(b, dataDir, p)
+		shards[p] = shard.Open(logger, workload.FixedLimit(spec.Limit), pc.Shard, pc.LocalLog(logger))
 	}
 	return shards
 }

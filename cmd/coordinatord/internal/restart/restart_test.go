@@ -73,11 +73,11 @@ func TestShardsAsTheServer(t *testing.T) {
 	for p := range partitions {
 		got := shardconfig.FromBroker(b, dir, p)
 		want := shardconfig.FromBroker(server.Broker(), dir, p)
-		want.WriteTimeout = generateWriteTimeoutMs * time.Millisecond
+		want.Shard.WriteTimeout = generateWriteTimeoutMs * time.Millisecond
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("partition %d: the benchmark's options %+v\nwant the server's %+v", p, got, want)
 		}
-		if got.PruneInterval == 0 || got.ColdSnapshotInterval == 0 {
+		if got.Shard.PruneInterval == 0 || got.Shard.ColdSnapshotInterval == 0 {
 			t.Fatalf("partition %d: no prune or cold-snapshot timer: %+v", p, got)
 		}
 	}

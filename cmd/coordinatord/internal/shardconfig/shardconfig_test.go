@@ -30,40 +30,42 @@ func TestFromBroker(t *testing.T) {
 		"share.coordinator.cold.partition.snapshot.interval.ms=9876",
 	)
 	got := FromBroker(b, "/data", 3)
-	want := shard.Options{
-		Partition:            3,
-		LogDir:               "/data/__share_group_state-3",
-		Log:                  statelog.Options{SegmentBytes: 2097152, ReadBufferBytes: 65536},
-		AppendLingerMs:       7,
-		WriteTimeout:         1234 * time.Millisecond,
-		PruneInterval:        4321 * time.Millisecond,
-		ColdSnapshotInterval: 9876 * time.Millisecond,
+	want := Partition{
+		Shard: shard.Options{
+			Partition:            3,
+			AppendLingerMs:       7,
+			WriteTimeout:         1234 * time.Millisecond,
+			PruneInterval:        4321 * time.Millisecond,
+			ColdSnapshotInterval: 9876 * time.Millisecond,
+		},
+		LogDir: "/data/__share_group_state-3",
+		Log:    statelog.Options{SegmentBytes: 2097152, ReadBufferBytes: 65536, Name: "3"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("FromBroker = %+v\nwant %+v", got, want)
 	}
 }
 
-// TestEveryFieldIsDecided: every field of shard.Options, and of its statelog.Options, is either set
-// by FromBroker or listed here as the caller's, so that a field added to the options is mapped
-// from its setting or left to the callers deliberately.
+// TestEveryFieldIsDecided: every field of shard.Options, and of the log's statelog.Options, is
+// either set by FromBroker or listed here as the caller's, so that a field added to the options
+// is mapped from its setting or left to the callers deliberately.
 func TestEveryFieldIsDecided(t *testing.T) {
 	callers := map[string]bool{
 		// Shared between the shards of one process.
-		"Metrics": true, "Log.Metrics": true, "Log.SyncGroup": true,
+		"Shard.Metrics": true, "Log.Metrics": true, "Log.SyncGroup": true,
 		// No setting reaches them: the server leaves them at their defaults.
-		"MaxBatchRecords": true, "MaxBatchBytes": true, "Now": true, "QueueSize": true,
-		"RetryBackoff": true, "MaxRetryBackoff": true,
+		"Shard.MaxBatchRecords": true, "Shard.MaxBatchBytes": true, "Shard.Now": true, "Shard.QueueSize": true,
+		"Shard.RetryBackoff": true, "Shard.MaxRetryBackoff": true,
 		"Log.MaxRecordBytes": true, "Log.FS": true,
-		// Set by the shard itself.
-		"Log.Name": true, "Log.TruncateAfter": true,
+		// Set by the log's owner: the local log after a failed append.
+		"Log.TruncateAfter": true,
 	}
 	o := FromBroker(broker(t), "/data", 3) // every mapped field is non-zero with the defaults
 	var walk func(prefix string, v reflect.Value)
 	walk = func(prefix string, v reflect.Value) {
 		for i := range v.NumField() {
 			name, f := prefix+v.Type().Field(i).Name, v.Field(i)
-			if f.Type() == reflect.TypeOf(statelog.Options{}) {
+			if f.Type() == reflect.TypeOf(statelog.Options{}) || f.Type() == reflect.TypeOf(shard.Options{}) {
 				walk(name+".", f)
 				continue
 			}

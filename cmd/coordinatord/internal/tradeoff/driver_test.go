@@ -7,6 +7,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/workload"
 	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
 // The measurement writes every hot share partition as often as the others, also when the number
@@ -16,7 +17,7 @@ func TestMeasureWritesSharePartitionsEvenly(t *testing.T) {
 	const parts, writes = 100, 100 * 20
 	for _, concurrency := range []int{64, 7, 100} {
 		cfg := Config{Shape: workload.Shape{GroupID: "g", SharePartitions: parts, StateBatches: 50, BatchesPerWrite: 2}, Concurrency: concurrency}
-		s := shard.Open(nil, workload.FixedLimit(1000), shard.Options{LogDir: t.TempDir(), AppendLingerMs: -1, WriteTimeout: time.Minute})
+		s := shard.Open(nil, workload.FixedLimit(1000), shard.Options{AppendLingerMs: -1, WriteTimeout: time.Minute}, shard.NewLocalLog(nil, t.TempDir(), statelog.Options{}))
 		if err := s.WaitLoaded(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +50,7 @@ func TestMeasureWritesSharePartitionsEvenly(t *testing.T) {
 // header per commit, not the record payloads alone.
 func TestGrowthIsWhatTheLogFilesGrow(t *testing.T) {
 	cfg := Config{Shape: workload.Shape{GroupID: "g", SharePartitions: 10, StateBatches: 50, BatchesPerWrite: 2}, Concurrency: 4}
-	s := shard.Open(nil, workload.FixedLimit(1000), shard.Options{LogDir: t.TempDir(), AppendLingerMs: -1, WriteTimeout: time.Minute})
+	s := shard.Open(nil, workload.FixedLimit(1000), shard.Options{AppendLingerMs: -1, WriteTimeout: time.Minute}, shard.NewLocalLog(nil, t.TempDir(), statelog.Options{}))
 	if err := s.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}

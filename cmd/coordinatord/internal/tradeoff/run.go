@@ -130,16 +130,15 @@ func runOne(ctx context.Context, logger *zap.Logger, cfg Config, limit int, cold
 		}()
 	}
 	logDir := datadir.PartitionDir(dir, 0)
+	logOpts := statelog.Options{SegmentBytes: cfg.SegmentBytes}
 	opts := shard.Options{
-		LogDir:         logDir,
-		Log:            statelog.Options{SegmentBytes: cfg.SegmentBytes},
 		AppendLingerMs: -1,
 		WriteTimeout:   time.Minute,
 	}
 	if cold {
 		opts.ColdSnapshotInterval = cfg.ColdInterval
 	}
-	s := shard.Open(logger, workload.FixedLimit(limit), opts)
+	s := shard.Open(logger, workload.FixedLimit(limit), opts, shard.NewLocalLog(logger, logDir, logOpts))
 	closed := false
 	defer func() {
 		if !closed {
@@ -217,7 +216,7 @@ func runOne(ctx context.Context, logger *zap.Logger, cfg Config, limit int, cold
 			return row, err
 		}
 	}
-	if row.ReplaySeconds, row.ReplayedKeys, err = replay(ctx, logger, opts, limit); err != nil {
+	if row.ReplaySeconds, row.ReplayedKeys, err = replay(ctx, logger, opts, shard.NewLocalLog(logger, logDir, logOpts), limit); err != nil {
 		return row, err
 	}
 	cfg.progress(limit, cold, "retained %d bytes, %d records; replay %.3fs", row.RetainedBytes, row.RetainedRecords, row.ReplaySeconds)
@@ -245,10 +244,10 @@ func prune(logger *zap.Logger, dir string, cfg Config, lro int64, ok bool) (int6
 }
 
 // replay opens a shard on the run's directory and times it until ACTIVE.
-func replay(ctx context.Context, logger *zap.Logger, opts shard.Options, limit int) (float64, int64, error) {
+func replay(ctx context.Context, logger *zap.Logger, opts shard.Options, log shard.LogOpener, limit int) (float64, int64, error) {
 	opts.ColdSnapshotInterval = 0
 	began := time.Now()
-	s := shard.Open(logger, workload.FixedLimit(limit), opts)
+	s := shard.Open(logger, workload.FixedLimit(limit), opts, log)
 	err := s.WaitLoaded(ctx)
 	took := time.Since(began).Seconds()
 	keys := s.Stats().Keys

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
 func TestMain(m *testing.M) {
@@ -59,7 +60,7 @@ func TestWindowThroughAShard(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			s := shard.Open(zaptest.NewLogger(t), limit(tc.limit), shard.Options{LogDir: t.TempDir(), WriteTimeout: time.Minute})
+			s := shard.Open(zaptest.NewLogger(t), limit(tc.limit), shard.Options{WriteTimeout: time.Minute}, shard.NewLocalLog(nil, t.TempDir(), statelog.Options{}))
 			defer s.Close()
 			if err := s.WaitLoaded(ctx); err != nil {
 				t.Fatal(err)
