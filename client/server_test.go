@@ -16,6 +16,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
+	"github.com/coordinatord/coordinatord/internal/statelog"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -37,7 +38,7 @@ func startServer(t *testing.T, partitions int) string {
 	t.Cleanup(func() { closeOrFail(t, "config", cfg.Close) })
 	parts := make([]service.Partition, partitions)
 	for p := range parts {
-		s := shard.Open(logger, cfg, shard.Options{Partition: p, LogDir: filepath.Join(dir, strconv.Itoa(p)), AppendLingerMs: -1})
+		s := shard.Open(logger, cfg, shard.Options{Partition: p, AppendLingerMs: -1}, shard.NewLocalLog(logger, filepath.Join(dir, strconv.Itoa(p)), statelog.Options{}))
 		t.Cleanup(func() { closeOrFail(t, "shard", s.Close) })
 		if err := s.WaitLoaded(context.Background()); err != nil {
 			t.Fatal(err)
