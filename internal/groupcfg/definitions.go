@@ -2,6 +2,7 @@ package groupcfg
 
 import (
 	"math"
+	"slices"
 
 	"github.com/coordinatord/coordinatord/internal/principal"
 )
@@ -123,9 +124,26 @@ const snapshotFloor = 200
 // and bounds of the share-group configs, coordinatord's own server keys (Server), and the
 // share-group configs that are set per group (ScopeGroup). Names, types, defaults and bounds
 // follow Kafka except where a Doc says otherwise.
+//
+// The table is written in parts, one per area of keys, so that each reads on its own; the order
+// of the parts is the order of the table, in which the README's config table and a
+// DescribeConfigs that names no keys list them.
 func Definitions() []Definition {
+	return slices.Concat(
+		shareCoordinatorDefinitions(),
+		groupShareMembershipDefinitions(),
+		groupShareDeliveryDefinitions(),
+		groupShareAssignmentDefinitions(),
+		serverDefinitions(),
+		securityDefinitions(),
+		groupDefinitions(),
+	)
+}
+
+// shareCoordinatorDefinitions are the share.coordinator.* keys (Kafka's ShareCoordinatorConfig)
+// that apply to a standalone service: the state logs' layout, durability and upkeep.
+func shareCoordinatorDefinitions() []Definition {
 	return []Definition{
-		// share.coordinator.* (Kafka's ShareCoordinatorConfig) that apply to a standalone service.
 		{
 			Name: keyNumPartitions, Type: TypeInt, Default: "50", Validator: Between(1, 10000),
 			Importance: ImportanceHigh, Scope: ScopeBroker,
@@ -183,9 +201,15 @@ func Definitions() []Definition {
 			Doc: "The duration in milliseconds that the share coordinator will wait between force snapshotting share " +
 				"partitions which are not being updated.",
 		},
+	}
+}
 
-		// group.share.* (Kafka's GroupCoordinatorConfig / ShareGroupConfig): the defaults of the
-		// share-group configs and the bounds a group value must lie in. Static.
+// groupShareMembershipDefinitions are the group.share.* broker keys (Kafka's
+// GroupCoordinatorConfig) for member liveness: the defaults and bounds that
+// share.session.timeout.ms and share.heartbeat.interval.ms name as Synonym, MinKey and MaxKey.
+// Static.
+func groupShareMembershipDefinitions() []Definition {
+	return []Definition{
 		{
 			Name: keyBrokerSessionTimeout, Type: TypeInt, Default: "45000", Validator: AtLeast(1),
 			Importance: ImportanceMedium, Scope: ScopeBroker,
@@ -218,6 +242,14 @@ func Definitions() []Definition {
 			Importance: ImportanceMedium, Scope: ScopeBroker,
 			Doc: "The maximum heartbeat interval for share group members (upper bound of share.heartbeat.interval.ms).",
 		},
+	}
+}
+
+// groupShareDeliveryDefinitions are the group.share.* broker keys (Kafka's ShareGroupConfig)
+// for record delivery: the defaults and bounds of the group's record lock duration, delivery
+// count limit and record lock limit. Static.
+func groupShareDeliveryDefinitions() []Definition {
+	return []Definition{
 		{
 			Name: keyBrokerRecordLockDuration, Type: TypeInt, Default: "30000", Validator: Between(1000, 3600000),
 			Importance: ImportanceMedium, Scope: ScopeBroker,
@@ -271,6 +303,14 @@ func Definitions() []Definition {
 			Doc: "The maximum value of a group configuration for the record lock limit per share-partition (upper bound " +
 				"of share.partition.max.record.locks).",
 		},
+	}
+}
+
+// groupShareAssignmentDefinitions are the group.share.* broker keys (Kafka's
+// GroupCoordinatorConfig) for assignment: the defaults and bounds of share.assignment.interval.ms
+// and the default of share.assignor.offload.enable. Static.
+func groupShareAssignmentDefinitions() []Definition {
+	return []Definition{
 		{
 			Name: keyBrokerAssignmentInterval, Type: TypeInt, Default: "1000", Validator: AtLeast(0),
 			Importance: ImportanceMedium, Scope: ScopeBroker,
@@ -295,8 +335,13 @@ func Definitions() []Definition {
 			Doc: "Whether to offload share group assignment to a group coordinator background thread; the default of " +
 				"share.assignor.offload.enable.",
 		},
+	}
+}
 
-		// coordinatord server keys: no Kafka counterpart. Static.
+// serverDefinitions are coordinatord's own server keys, which have no Kafka counterpart: request
+// and connection limits of the gRPC port, shutdown, durability mode and metrics. Static.
+func serverDefinitions() []Definition {
+	return []Definition{
 		{
 			Name: keyMaxPartitionsPerRequest, Type: TypeInt, Default: "5000", Validator: Between(1, 100000),
 			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
@@ -362,9 +407,14 @@ func Definitions() []Definition {
 				"groups are counted under group=\"__other__\" (0 counts every group there), as are group ids longer than 255 bytes or " +
 				"holding control characters.",
 		},
+	}
+}
 
-		// coordinatord security keys: TLS for the gRPC and metrics ports, and authorization of the
-		// RPCs by client-certificate principal. Static; the files are re-read when they change.
+// securityDefinitions are coordinatord's security keys: TLS for the gRPC and metrics ports, and
+// authorization of the RPCs by client-certificate principal. Static; the files are re-read when
+// they change.
+func securityDefinitions() []Definition {
+	return []Definition{
 		{
 			Name: KeyTLSEnabled, Type: TypeBoolean, Default: "false",
 			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
@@ -443,9 +493,13 @@ func Definitions() []Definition {
 			Doc: "The principals allowed the describe_configs permission (DescribeConfigs), as in " +
 				"authorizer.cluster.action.principals. Empty allows nobody. Needs authorizer.enabled=true.",
 		},
+	}
+}
 
-		// Share-group configs (Kafka's GroupConfig), set per group with IncrementalAlterConfigs on a
-		// GROUP resource. Unset ones inherit their Synonym's value in force.
+// groupDefinitions are the share-group configs (Kafka's GroupConfig), set per group with
+// IncrementalAlterConfigs on a GROUP resource. Unset ones inherit their Synonym's value in force.
+func groupDefinitions() []Definition {
+	return []Definition{
 		{
 			Name: keySessionTimeout, Type: TypeInt, Default: "45000", Validator: AtLeast(1),
 			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,

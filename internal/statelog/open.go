@@ -146,19 +146,75 @@ func LockDir(fsys FS, dir string) (io.Closer, error) {
 
 // recover inspects the directory, handing the live records to deliver if set, and applies the
 // recovery the inspection calls for. Nothing is changed on disk before the whole log verified.
+// The steps run in the order the package documentation argues is crash-safe: leftovers are
+// removed, then the segments past a truncation offset (newest first), then the directory is
+// synced, and only then is the newest segment truncated (torn tail, truncation offset) and
+// synced.
 func (l *Log) recover(deliver func(int64, []byte) error) error {
+	st, err := l.inspectDir(deliver)
+	if err != nil {
+		return err
+	}
+	if err := l.removeLeftovers(st); err != nil {
+		return err
+	}
+	cutBytes, err := l.removeBeyond(st)
+	if err != nil {
+		return err
+	}
+	unvouched := l.unvouched(st)
+	// The directory is synced whether or not recovery changed it: a process killed before it
+	// synced a new segment's entry may have left one that this process is about to use.
+	if err := l.syncDir(); err != nil {
+		return notDurable(unvouched, err)
+	}
+	l.nextID = st.maxID + 1
+	l.segments = st.segments
+	l.start.Store(st.start)
+	l.end.Store(st.end)
+
+	if len(l.segments) == 0 {
+		seg, f, err := l.createSegment(st.start)
+		if err != nil {
+			return err
+		}
+		l.segments, l.active = []segment{seg}, f
+	} else {
+		cut, err := l.reopenNewest(st, unvouched)
+		if err != nil {
+			return err
+		}
+		cutBytes += cut
+	}
+	if cutBytes > 0 {
+		l.reportDurableEndCut(st, cutBytes)
+	}
+	var size int64
+	for _, s := range l.segments {
+		size += s.size
+	}
+	l.size.Store(size)
+	return nil
+}
+
+// inspectDir verifies the log in the directory without changing it, held to the truncation
+// offset of Options.TruncateAfter when set, and handing the live records to deliver if set.
+func (l *Log) inspectDir(deliver func(int64, []byte) error) (*dirState, error) {
 	in := newInspector(l.dir, l.opts)
 	in.deliver = deliver
 	if c := l.opts.TruncateAfter; c != nil {
 		if *c < 0 {
-			return fmt.Errorf("%w: truncate after offset %d", ErrOutOfRange, *c)
+			return nil, fmt.Errorf("%w: truncate after offset %d", ErrOutOfRange, *c)
 		}
 		in.cut = *c
 	}
-	st, err := in.inspect()
-	if err != nil {
-		return err
-	}
+	return in.inspect()
+}
+
+// removeLeftovers deletes what interrupted operations left in the directory (a start-offset.tmp,
+// the clean-end files, an interrupted roll's segment, segments below the log-start offset) and
+// logs the files it leaves alone, so that the log recovery builds on holds only live segments.
+func (l *Log) removeLeftovers(st *dirState) error {
 	for _, name := range st.stray {
 		l.logger.Warn("ignoring unknown file in state log directory", zap.String("file", name))
 	}
@@ -171,7 +227,7 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 		l.logger.Warn("ignoring an unreadable clean-end file: the log is checked as after a crash", zap.String("reason", st.badClean))
 	}
 	// The clean-end file vouches for the log only until it changes: it goes (and the directory
-	// sync below makes that durable) before anything is appended.
+	// sync that follows recovery's removals makes that durable) before anything is appended.
 	for _, path := range st.cleanFiles {
 		if err := l.remove(path); err != nil {
 			return err
@@ -189,90 +245,88 @@ func (l *Log) recover(deliver func(int64, []byte) error) error {
 			return err
 		}
 	}
-	// Segments past the truncation offset go first: were the cut interrupted, no later
-	// segment is left to continue from a cut segment.
+	return nil
+}
+
+// removeBeyond deletes the segments wholly past the truncation offset and returns their bytes.
+// Segments past the truncation offset go first, newest first: were the cut interrupted, no later
+// segment is left to continue from a cut segment.
+func (l *Log) removeBeyond(st *dirState) (int64, error) {
 	var cutBytes int64
 	for _, s := range slices.Backward(st.beyond) {
 		size, err := fileSize(l.fs, s.path)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if err := l.remove(s.path); err != nil {
-			return err
+			return 0, err
 		}
 		cutBytes += size
 	}
-	// A sync of what recovery found fails with ErrNotDurable when the log holds records and no
-	// truncation offset vouches for them: a killed process may have left an append it never
-	// synced, which a retry would read again from the page cache and sync without an error (the
-	// kernel reports a failed write-back once). A new log, or segments holding nothing but their
-	// headers, leave nothing to mistake for durable, and a truncation offset means that
-	// everything kept was synced before: then it is an ordinary I/O error.
-	unknown := l.opts.TruncateAfter == nil && !st.cleanEnd && len(st.segments) > 0 && st.end > st.segments[0].base
-	notDurable := func(err error) error {
-		if !unknown {
-			return err
-		}
-		return fmt.Errorf("%w: %w", ErrNotDurable, err)
-	}
-	// The directory is synced whether or not recovery changed it: a process killed before it
-	// synced a new segment's entry may have left one that this process is about to use.
-	if err := l.syncDir(); err != nil {
-		return notDurable(err)
-	}
-	l.nextID = st.maxID + 1
-	l.segments = st.segments
-	l.start.Store(st.start)
-	l.end.Store(st.end)
+	return cutBytes, nil
+}
 
-	if len(l.segments) == 0 {
-		seg, f, err := l.createSegment(st.start)
-		if err != nil {
-			return err
-		}
-		l.segments, l.active = []segment{seg}, f
-	} else {
-		newest := &l.segments[len(l.segments)-1]
-		f, err := l.fs.OpenReadWrite(newest.path)
-		if err != nil {
-			return fmt.Errorf("statelog: open %s: %w", newest.path, err)
-		}
-		l.active = f
-		if t := st.torn; t != nil {
-			if err := l.truncateTornTail(t); err != nil {
-				return notDurable(err)
-			}
-		}
-		if c := st.cut; c != nil && c.at < c.size {
-			if err := l.truncateActive(c.seg.path, c.at); err != nil {
-				return err
-			}
-			cutBytes += c.size - c.at
-		}
-		// What the newest segment holds was read from the page cache, which may hold an append a
-		// killed process wrote but never synced. Syncing it makes everything this log serves and
-		// builds on durable, and keeps the rule that a roll seals a synced segment.
-		if err := l.active.Sync(); err != nil {
-			return notDurable(fmt.Errorf("statelog: sync %s: %w", newest.path, err))
+// unvouched reports whether a failed sync of what recovery found must fail with ErrNotDurable:
+// when the log holds records and no truncation offset vouches for them, a killed process may have
+// left an append it never synced, which a retry would read again from the page cache and sync
+// without an error (the kernel reports a failed write-back once). A new log, or segments holding
+// nothing but their headers, leave nothing to mistake for durable, and a truncation offset means
+// that everything kept was synced before: then it is an ordinary I/O error.
+func (l *Log) unvouched(st *dirState) bool {
+	return l.opts.TruncateAfter == nil && !st.cleanEnd && len(st.segments) > 0 && st.end > st.segments[0].base
+}
+
+// notDurable marks err, a failed sync during recovery, with ErrNotDurable when unvouched (see
+// Log.unvouched).
+func notDurable(unvouched bool, err error) error {
+	if !unvouched {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotDurable, err)
+}
+
+// reopenNewest makes the newest live segment the active one: it truncates a torn tail and cuts
+// the segment to the truncation offset, then syncs it, and returns the bytes the cut dropped.
+func (l *Log) reopenNewest(st *dirState, unvouched bool) (int64, error) {
+	newest := &l.segments[len(l.segments)-1]
+	f, err := l.fs.OpenReadWrite(newest.path)
+	if err != nil {
+		return 0, fmt.Errorf("statelog: open %s: %w", newest.path, err)
+	}
+	l.active = f
+	if t := st.torn; t != nil {
+		if err := l.truncateTornTail(t); err != nil {
+			return 0, notDurable(unvouched, err)
 		}
 	}
-	if cutBytes > 0 {
-		l.m.durableEndCut()
-		paths := make([]string, len(st.beyond))
-		for i, s := range st.beyond {
-			paths[i] = s.path
+	var cutBytes int64
+	if c := st.cut; c != nil && c.at < c.size {
+		if err := l.truncateActive(c.seg.path, c.at); err != nil {
+			return 0, err
 		}
-		l.logger.Warn("truncated the log to its durable end: removed what a failed append may have left",
-			zap.Int64("durable_end", st.end),
-			zap.Int64("dropped_bytes", cutBytes),
-			zap.Strings("deleted_segments", paths))
+		cutBytes = c.size - c.at
 	}
-	var size int64
-	for _, s := range l.segments {
-		size += s.size
+	// What the newest segment holds was read from the page cache, which may hold an append a
+	// killed process wrote but never synced. Syncing it makes everything this log serves and
+	// builds on durable, and keeps the rule that a roll seals a synced segment.
+	if err := l.active.Sync(); err != nil {
+		return 0, notDurable(unvouched, fmt.Errorf("statelog: sync %s: %w", newest.path, err))
 	}
-	l.size.Store(size)
-	return nil
+	return cutBytes, nil
+}
+
+// reportDurableEndCut counts and logs a truncation to the durable end, which drops bytes a
+// failed append may have left and so must never go unnoticed.
+func (l *Log) reportDurableEndCut(st *dirState, cutBytes int64) {
+	l.m.durableEndCut()
+	paths := make([]string, len(st.beyond))
+	for i, s := range st.beyond {
+		paths[i] = s.path
+	}
+	l.logger.Warn("truncated the log to its durable end: removed what a failed append may have left",
+		zap.Int64("durable_end", st.end),
+		zap.Int64("dropped_bytes", cutBytes),
+		zap.Strings("deleted_segments", paths))
 }
 
 func (l *Log) truncateTornTail(t *tornTail) error {

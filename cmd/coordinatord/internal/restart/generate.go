@@ -128,18 +128,7 @@ func Generate(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec
 	if err != nil {
 		return 0, err
 	}
-	if err := checkOwnDir(dataDir); err != nil {
-		return 0, err
-	}
-	if err := os.RemoveAll(dataDir); err != nil {
-		return 0, err
-	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return 0, err
-	}
-	// The marker goes in first, so that a generation cut short leaves a directory the next one
-	// may empty; it records the spec only once the logs are complete.
-	if err := os.WriteFile(filepath.Join(dataDir, markerFile), []byte("{}\n"), 0o644); err != nil {
+	if err := resetDir(dataDir); err != nil {
 		return 0, err
 	}
 	shards := openShards(logger, dataDir, spec, b)
@@ -149,78 +138,17 @@ func Generate(ctx context.Context, logger *zap.Logger, dataDir string, spec Spec
 			return 0, err
 		}
 	}
-	size := func() int64 {
-		var n int64
-		for _, s := range shards {
-			n += s.Stats().LogSize
-		}
-		return n
-	}
-
-	parts := make([]*workload.Partition, spec.Shape.SharePartitions)
-	route := make([]*shard.Shard, len(parts))
-	for i := range parts {
-		parts[i] = spec.Shape.NewPartition(i)
-		route[i] = shards[shard.PartitionFor(parts[i].Key().CoordinatorKey(), spec.Partitions)]
-	}
-	workers := min(concurrency, len(parts))
-	var full atomic.Bool
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for w := 0; w < workers; w++ {
-		wg.Go(func() {
-			var buf []shard.StateBatch
-			for i := w; i < len(parts); i += workers {
-				if r := route[i].Initialize(ctx, parts[i].Initialize()); r.Code != kafkaerr.None {
-					errs[w] = fmt.Errorf("initialize %v: %s: %s", parts[i].Key(), r.Code, r.Message)
-					return
-				}
-			}
-			for !full.Load() && ctx.Err() == nil {
-				for i := w; i < len(parts); i += workers {
-					req := parts[i].Next(buf)
-					buf = req.StateBatches
-					if r := route[i].Write(ctx, req); r.Code != kafkaerr.None {
-						errs[w] = fmt.Errorf("write %v: %s: %s", parts[i].Key(), r.Code, r.Message)
-						return
-					}
-				}
-			}
-		})
-	}
-	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	began, last := time.Now(), time.Now()
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			break wait
-		case <-allDone: // writers return early only on an error
-			break wait
-		case <-tick.C:
-			n := size()
-			if n >= spec.Bytes {
-				break wait
-			}
-			if progress != nil && time.Since(last) >= 5*time.Second {
-				last = time.Now()
-				fmt.Fprintf(progress, "generated %d of %d bytes (%.0fs)\n", n, spec.Bytes, time.Since(began).Seconds())
-			}
-		}
-	}
-	full.Store(true)
-	<-allDone
+	w := startWriters(ctx, spec, shards, concurrency)
+	awaitSize(ctx, spec.Bytes, shards, w.done, progress)
+	w.stop()
 	if err := ctx.Err(); err != nil {
 		// Interrupted: every writer's call in flight failed with it; one line says it all.
-		return 0, fmt.Errorf("interrupted after %d of %d bytes: %w", size(), spec.Bytes, err)
+		return 0, fmt.Errorf("interrupted after %d of %d bytes: %w", logSize(shards), spec.Bytes, err)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(w.errs...); err != nil {
 		return 0, err
 	}
-	total := size()
+	total := logSize(shards)
 	if err := closeAll(shards); err != nil {
 		return 0, err
 	}
@@ -232,6 +160,111 @@ wait:
 		return 0, err
 	}
 	return total, nil
+}
+
+// resetDir empties dataDir, or creates it, for a new generation. The marker goes in first, so
+// that a generation cut short leaves a directory the next one may empty; it records the spec
+// only once the logs are complete.
+func resetDir(dataDir string) error {
+	if err := checkOwnDir(dataDir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dataDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dataDir, markerFile), []byte("{}\n"), 0o644)
+}
+
+// logSize is the bytes the shards' logs hold: the generation's measure of progress.
+func logSize(shards []*shard.Shard) int64 {
+	var n int64
+	for _, s := range shards {
+		n += s.Stats().LogSize
+	}
+	return n
+}
+
+// writers are the goroutines that write spec's share partitions until stopped. Each owns every
+// n-th share partition, so that each partition's writes stay in order while n are in flight.
+type writers struct {
+	full atomic.Bool   // set to stop writing
+	errs []error       // by writer: why it stopped early, nil if it did not
+	done chan struct{} // closed when every writer has returned
+}
+
+// startWriters initializes every share partition of spec and then writes to them in rounds,
+// with min(concurrency, share partitions) writers.
+func startWriters(ctx context.Context, spec Spec, shards []*shard.Shard, concurrency int) *writers {
+	parts := make([]*workload.Partition, spec.Shape.SharePartitions)
+	route := make([]*shard.Shard, len(parts))
+	for i := range parts {
+		parts[i] = spec.Shape.NewPartition(i)
+		route[i] = shards[shard.PartitionFor(parts[i].Key().CoordinatorKey(), spec.Partitions)]
+	}
+	n := min(concurrency, len(parts))
+	w := &writers{errs: make([]error, n), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Go(func() { w.errs[i] = w.write(ctx, parts, route, i, n) })
+	}
+	go func() { wg.Wait(); close(w.done) }()
+	return w
+}
+
+// write is one writer's loop over the share partitions it owns (first, first+step, ...): it
+// initializes them, then writes to each in turn until the writers are stopped or ctx ends. It
+// returns the error of the first call that fails, which ends the writer.
+func (w *writers) write(ctx context.Context, parts []*workload.Partition, route []*shard.Shard, first, step int) error {
+	for i := first; i < len(parts); i += step {
+		if r := route[i].Initialize(ctx, parts[i].Initialize()); r.Code != kafkaerr.None {
+			return fmt.Errorf("initialize %v: %s: %s", parts[i].Key(), r.Code, r.Message)
+		}
+	}
+	var buf []shard.StateBatch
+	for !w.full.Load() && ctx.Err() == nil {
+		for i := first; i < len(parts); i += step {
+			req := parts[i].Next(buf)
+			buf = req.StateBatches
+			if r := route[i].Write(ctx, req); r.Code != kafkaerr.None {
+				return fmt.Errorf("write %v: %s: %s", parts[i].Key(), r.Code, r.Message)
+			}
+		}
+	}
+	return nil
+}
+
+// stop tells the writers to stop and waits until they have.
+func (w *writers) stop() {
+	w.full.Store(true)
+	<-w.done
+}
+
+// awaitSize returns once the shards' logs hold target bytes, ctx ends or the writers are done
+// (which they are early only on an error); progress (if not nil) gets a line every few seconds.
+func awaitSize(ctx context.Context, target int64, shards []*shard.Shard, done <-chan struct{}, progress io.Writer) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	began, last := time.Now(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-tick.C:
+			n := logSize(shards)
+			if n >= target {
+				return
+			}
+			if progress != nil && time.Since(last) >= 5*time.Second {
+				last = time.Now()
+				fmt.Fprintf(progress, "generated %d of %d bytes (%.0fs)\n", n, target, time.Since(began).Seconds())
+			}
+		}
+	}
 }
 
 func closeAll(shards []*shard.Shard) error {
