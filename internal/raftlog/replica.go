@@ -118,3 +118,6 @@ func (r *Replica) SetStartOffset(off int64) (int64, error) { return r.sm.setStar
 
 // Bounds returns the log's start and end offsets and its size in bytes.
 func (r *Replica) Bounds() (start, end, size int64) { return r.sm.bounds() }
+
+// Wake signals Changes: the replica's role changed, and its shard looks again.
+func (r *Replica) Wake() { r.sm.notify() }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
 )
 
 // Results of an applied entry, in sm.Result.Value.
@@ -116,30 +117,34 @@ func NewStateMachine(logger *zap.Logger, opts Options) *StateMachine {
 	return &StateMachine{logger: logger, opts: opts, tail: tail{changed: make(chan struct{}, 1)}}
 }
 
-// Open opens the replica's log and returns the index of the last entry it holds durably. A log
-// whose replacement by a snapshot was interrupted is emptied (index 0): dragonboat applies the
-// snapshot again. A log without an applied file must be empty: a log a single node wrote is
-// not a replica's.
-func (m *StateMachine) Open(stopc <-chan struct{}) (uint64, error) {
+// Prepare opens the replica's log, before the replica starts: dragonboat stops the process when
+// Open fails, and a replica whose log cannot be opened must instead stay stopped, its partition
+// failed on this node while the other replicas serve it. A log whose replacement by a snapshot
+// was interrupted is emptied (applied index 0): dragonboat applies the snapshot again. A log
+// without an applied file must be empty: a log a single node wrote is not a replica's.
+func (m *StateMachine) Prepare() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.log != nil {
+		return nil
+	}
 	fsys, dir := m.fsys(), m.opts.Dir
 	if err := fsys.MkdirAll(dir); err != nil {
-		return 0, fmt.Errorf("raftlog: create %s: %w", dir, err)
+		return fmt.Errorf("raftlog: create %s: %w", dir, err)
 	}
 	recovering, err := hasFile(fsys, dir, recoveringFileName)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if recovering {
 		m.logger.Warn("the replica's log was being replaced by a snapshot when the process stopped; emptying it to receive the snapshot again")
 		if err := m.wipe(); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	st, ok, err := readApplied(fsys, dir)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	o := m.opts.Log
 	if ok {
@@ -147,11 +152,11 @@ func (m *StateMachine) Open(stopc <-chan struct{}) (uint64, error) {
 	}
 	l, err := statelog.Open(m.logger, dir, o)
 	if err != nil {
-		return 0, fmt.Errorf("raftlog: open the log of the replica: %w", err)
+		return fmt.Errorf("raftlog: open the log of the replica: %w", err)
 	}
 	if !ok && (l.EndOffset() > 0 || l.StartOffset() > 0) {
 		_ = l.Close()
-		return 0, fmt.Errorf("raftlog: %s holds a state log of offsets [%d, %d) but no record of the Raft entries it applied: "+
+		return fmt.Errorf("raftlog: %s holds a state log of offsets [%d, %d) but no record of the Raft entries it applied: "+
 			"it was written by a single-node coordinatord, and a replica's log must start empty", dir, l.StartOffset(), l.EndOffset())
 	}
 	m.log, m.applied, m.synced, m.lastSync = l, st.index, st, time.Now()
@@ -159,14 +164,25 @@ func (m *StateMachine) Open(stopc <-chan struct{}) (uint64, error) {
 	m.notify()
 	m.logger.Info("opened the replica's log", zap.Uint64("applied_index", st.index),
 		zap.Int64("start_offset", l.StartOffset()), zap.Int64("end_offset", l.EndOffset()))
-	return st.index, nil
+	return nil
+}
+
+// Open returns the index of the last entry the replica's log holds durably, opening the log if
+// Prepare has not.
+func (m *StateMachine) Open(<-chan struct{}) (uint64, error) {
+	if err := m.Prepare(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.applied, nil
 }
 
 func (m *StateMachine) fsys() statelog.FS {
 	if m.opts.Log.FS != nil {
 		return m.opts.Log.FS
 	}
-	return nil
+	return vfs.OS()
 }
 
 // wipe empties the log directory of an interrupted snapshot recovery: log files, applied file,
