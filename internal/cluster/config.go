@@ -39,6 +39,11 @@ type Config struct {
 	Fatal func(error)
 	// Timing is the Raft clock; the zero value is DefaultTiming.
 	Timing Timing
+	// GRPCAddress is the HOST:PORT this node gives clients (--advertised-listen); the cluster
+	// metadata tells the other nodes.
+	GRPCAddress string
+	// Config applies the replicated dynamic configuration (nil: none).
+	Config ConfigReplica
 }
 
 // Timing is the Raft clock: a tick of RTT, heartbeats every HeartbeatTicks, an election after

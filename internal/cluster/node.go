@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -56,6 +57,7 @@ type Node struct {
 	nh        *dragonboat.NodeHost
 	placement placement
 	parts     []*Partition // by state partition; nil where this node holds no replica
+	meta      *metadata
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -93,6 +95,15 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start the Raft engine in %s: %w", cfg.Dir, err)
 	}
 	n.nh = nh
+	n.meta = newMetadata(cfg.Config)
+	metaCfg := n.raftConfig(metadataShardID)
+	metaCfg.SnapshotEntries, metaCfg.CompactionOverhead = 1000, 100
+	if err := nh.StartReplica(n.initialMembers(n.placement.members), false,
+		func(uint64, uint64) sm.IStateMachine { return n.meta }, metaCfg); err != nil {
+		nh.Close()
+		return nil, fmt.Errorf("cluster: start the cluster metadata replica: %w", err)
+	}
+	n.workers.Go(n.register)
 	n.parts = make([]*Partition, cfg.Partitions)
 	for p := range cfg.Partitions {
 		if !n.placement.holds(p, cfg.NodeID) {
@@ -231,4 +242,145 @@ func (p proposer) ReadIndex(ctx context.Context) error {
 }
 
 var _ raftio.IRaftEventListener = (*Node)(nil)
-var _ sm.CreateOnDiskStateMachineFunc = func(uint64, uint64) sm.IOnDiskStateMachine { return nil }
+
+// proposeMetadata commits c to the cluster metadata, retrying while it has no leader, until ctx
+// ends.
+func (n *Node) proposeMetadata(ctx context.Context, c metadataCommand) (sm.Result, error) {
+	cmd, err := json.Marshal(c)
+	if err != nil {
+		return sm.Result{}, err
+	}
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 3*time.Second)
+		res, err := n.nh.SyncPropose(attempt, n.nh.GetNoOPSession(metadataShardID), cmd)
+		cancel()
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return sm.Result{}, fmt.Errorf("cluster: commit to the cluster metadata: %w (last attempt: %w)", ctx.Err(), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-n.stop:
+			return sm.Result{}, ErrClosed
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// ErrClosed is returned by a Node that was closed.
+var ErrClosed = errors.New("cluster: the node is closed")
+
+// register records this node's addresses in the cluster metadata, once it differs.
+func (n *Node) register() {
+	want := NodeInfo{GRPCAddress: n.cfg.GRPCAddress, RaftAddress: n.cfg.RaftAddress}
+	ctx, cancel := n.stopContext()
+	defer cancel()
+	for {
+		if info, ok := n.meta.node(n.cfg.NodeID); ok && info == want {
+			return
+		}
+		id := n.cfg.NodeID
+		if _, err := n.proposeMetadata(ctx, metadataCommand{Node: &id, Info: &want}); err != nil {
+			return // closed
+		}
+	}
+}
+
+// stopContext is a context that ends when the node closes.
+func (n *Node) stopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// RecordPartitions records the number of state partitions in the cluster metadata on the
+// cluster's first start and returns the number recorded, which every node must use: the
+// number decides which partition a key belongs to.
+func (n *Node) RecordPartitions(ctx context.Context) (int, error) {
+	count := n.cfg.Partitions
+	res, err := n.proposeMetadata(ctx, metadataCommand{Init: &count})
+	if err != nil {
+		return 0, err
+	}
+	return int(res.Value), nil
+}
+
+// ProposeConfig commits a configuration change and returns what the ConfigReplica answered
+// when it applied it on this node.
+func (n *Node) ProposeConfig(ctx context.Context, change []byte) ([]byte, error) {
+	res, err := n.proposeMetadata(ctx, metadataCommand{Config: change})
+	if err != nil {
+		return nil, err
+	}
+	return res.Data, nil
+}
+
+// CoordinatorState says whether a partition's leader is known.
+type CoordinatorState int
+
+// The states of a partition's coordinator.
+const (
+	// CoordinatorKnown: Node leads the partition (Node may be this node).
+	CoordinatorKnown CoordinatorState = iota
+	// CoordinatorElecting: no leader is known; an election is under way.
+	CoordinatorElecting
+	// CoordinatorLoading: this node was elected and its shard catches up.
+	CoordinatorLoading
+)
+
+// Coordinator is who serves a state partition, as this node knows it.
+type Coordinator struct {
+	State   CoordinatorState
+	Node    uint64
+	Address string // the leader's gRPC address; "" when not known yet
+}
+
+// Coordinator returns who leads state partition p: what this node's replica knows, or, for a
+// partition it holds no replica of, the last leadership its leader announced.
+func (n *Node) Coordinator(p int) Coordinator {
+	var c Coordinator
+	if part := n.Partition(p); part != nil && part.failed == nil {
+		r := part.Role()
+		switch {
+		case r.Leader == 0:
+			return Coordinator{State: CoordinatorElecting}
+		case r.Confirming:
+			c = Coordinator{State: CoordinatorLoading, Node: r.Leader}
+		default:
+			c = Coordinator{State: CoordinatorKnown, Node: r.Leader}
+		}
+	} else if h, ok := n.meta.leaderHint(p); ok {
+		c = Coordinator{State: CoordinatorKnown, Node: h.Node}
+	} else {
+		return Coordinator{State: CoordinatorElecting}
+	}
+	if c.Node == n.cfg.NodeID {
+		c.Address = n.cfg.GRPCAddress
+	} else if info, ok := n.meta.node(c.Node); ok {
+		c.Address = info.GRPCAddress
+	}
+	return c
+}
+
+// announce records in the cluster metadata that this node leads partition p at term, for the
+// nodes that hold no replica of it.
+func (n *Node) announce(p int, term uint64) {
+	if len(n.placement.members) <= n.placement.factor {
+		return // every node holds every partition and knows its leader
+	}
+	n.workers.Go(func() {
+		ctx, cancel := n.stopContext()
+		defer cancel()
+		ctx, cancelT := context.WithTimeout(ctx, 10*time.Second)
+		defer cancelT()
+		_, _ = n.proposeMetadata(ctx, metadataCommand{Leader: &p, Hint: &LeaderHint{Node: n.cfg.NodeID, Term: term}})
+	})
+}

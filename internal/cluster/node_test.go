@@ -62,7 +62,8 @@ func (c *testCluster) start(id uint64) *Node {
 		PartitionLog: func(p int) (string, statelog.Options) {
 			return filepath.Join(dir, fmt.Sprintf("p-%d", p)), statelog.Options{SegmentBytes: 4096}
 		},
-		Fatal: func(err error) { c.t.Errorf("node %d: fatal: %v", id, err) },
+		Fatal:       func(err error) { c.t.Errorf("node %d: fatal: %v", id, err) },
+		GRPCAddress: fmt.Sprintf("node-%d:7070", id),
 	})
 	if err != nil {
 		c.t.Fatal(err)
@@ -180,5 +181,34 @@ func TestReplicatedAppendSurvivesALeaderLoss(t *testing.T) {
 			t.Fatalf("the restarted node holds %v, want %v", got, s2.recs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Every node learns every node's gRPC address through the cluster metadata, and answers who
+// leads each partition with it; the number of partitions recorded first holds for all.
+func TestCoordinatorsAreKnownEverywhere(t *testing.T) {
+	c := newTestCluster(t, 3, 3)
+	for p := range 3 {
+		leader := c.leader(p)
+		want := fmt.Sprintf("node-%d:7070", leader.NodeID())
+		for id, n := range c.nodes {
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				co := n.Coordinator(p)
+				if co.State == CoordinatorKnown && co.Node == leader.NodeID() && co.Address == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("node %d: partition %d coordinator %+v, want node %d at %s", id, p, co, leader.NodeID(), want)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	for _, n := range c.nodes {
+		got, err := n.RecordPartitions(t.Context())
+		if err != nil || got != 3 {
+			t.Fatalf("RecordPartitions: %d, %v", got, err)
+		}
 	}
 }

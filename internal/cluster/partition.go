@@ -121,6 +121,7 @@ func (p *Partition) watchLeadership() {
 		p.setRole(Role{Confirming: true, Leader: info.LeaderID, Term: info.Term})
 		if p.confirm(info) {
 			p.setRole(Role{Leading: true, Leader: info.LeaderID, Term: info.Term})
+			p.node.announce(p.index, info.Term)
 		}
 	}
 }
