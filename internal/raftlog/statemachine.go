@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/internal/statelog"
-	"github.com/coordinatord/coordinatord/internal/statelog/vfs"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // Results of an applied entry, in sm.Result.Value.

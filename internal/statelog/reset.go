@@ -50,7 +50,7 @@ func (l *Log) reset(start int64) error {
 	removed := 0
 	for _, name := range names {
 		switch {
-		case IsLogFile(name), name == startTmpName, name == cleanTmpName, strings.HasSuffix(name, segmentSuffix):
+		case isLogFile(name), name == startTmpName, name == cleanTmpName, strings.HasSuffix(name, segmentSuffix):
 			if err := l.remove(filepath.Join(l.dir, name)); err != nil {
 				return err
 			}
