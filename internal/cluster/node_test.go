@@ -94,14 +94,14 @@ func (c *testCluster) leader(p int) *Node {
 }
 
 // shard is a minimal shard over a replica: the records it holds, by offset.
-type shard struct {
+type logModel struct {
 	t     testing.TB
 	rep   *raftlog.Replica
 	recs  []string
 	start int64
 }
 
-func (s *shard) load() {
+func (s *logModel) load() {
 	s.t.Helper()
 	s.recs = nil
 	start, _, err := s.rep.Load(func(off int64, rec []byte) error {
@@ -114,7 +114,7 @@ func (s *shard) load() {
 	s.start = start
 }
 
-func (s *shard) follow() {
+func (s *logModel) follow() {
 	s.t.Helper()
 	reload, err := s.rep.Follow(func(off int64, rec []byte) error {
 		s.recs = append(s.recs, fmt.Sprintf("%d:%s", off, rec))
@@ -128,7 +128,7 @@ func (s *shard) follow() {
 	}
 }
 
-func (s *shard) append(tag string) error {
+func (s *logModel) append(tag string) error {
 	first, err := s.rep.Append([][]byte{[]byte(tag)})
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func (s *shard) append(tag string) error {
 }
 
 func logOf(t testing.TB, n *Node, p int) []string {
-	s := &shard{t: t, rep: n.Partition(p).Replica()}
+	s := &logModel{t: t, rep: n.Partition(p).Replica()}
 	s.load()
 	return s.recs
 }
@@ -146,7 +146,7 @@ func logOf(t testing.TB, n *Node, p int) []string {
 func TestReplicatedAppendSurvivesALeaderLoss(t *testing.T) {
 	c := newTestCluster(t, 3, 2)
 	first := c.leader(0)
-	s := &shard{t: t, rep: first.Partition(0).Replica()}
+	s := &logModel{t: t, rep: first.Partition(0).Replica()}
 	s.load()
 	for i := range 10 {
 		if err := s.append(fmt.Sprintf("a%d", i)); err != nil {
@@ -160,7 +160,7 @@ func TestReplicatedAppendSurvivesALeaderLoss(t *testing.T) {
 	c.stop(first.NodeID())
 
 	second := c.leader(0)
-	s2 := &shard{t: t, rep: second.Partition(0).Replica()}
+	s2 := &logModel{t: t, rep: second.Partition(0).Replica()}
 	s2.load()
 	if !slices.Equal(s2.recs, want) {
 		t.Fatalf("the new leader holds %v, want %v", s2.recs, want)

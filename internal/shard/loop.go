@@ -45,6 +45,9 @@ func (s *Shard) run() {
 		case endLost:
 			s.runLost()
 			return
+		case endReload:
+			s.abortCold(notAvailable("The coordinator is not available: the state partition's log was replaced by its leader's; retry."))
+			continue
 		}
 		// An append failed: the batch may be on disk (even only in the page cache, its
 		// write-back failed) without having been acknowledged; the log cuts it off when it is
@@ -234,6 +237,7 @@ const (
 	endClosed       activeEnd = iota // the shard closed (and shut down)
 	endAppendFailed                  // an append failed: reload
 	endLost                          // the log failed while the shard was idle: fail for good
+	endReload                        // a replicated log was replaced, or could not be followed: load it again
 )
 
 // runActive applies operations until the shard is closed, a commit fails or the log fails.
@@ -246,6 +250,10 @@ func (s *Shard) runActive() activeEnd {
 	defer pruneT.stop()
 	defer coldT.stop()
 	logFailed := s.opener.Failed()
+	var changes <-chan struct{} // a replicated log's: records to follow, or a new role
+	if s.repl != nil {
+		changes = s.repl.Changes()
+	}
 	for {
 		// Checked before any commit too, not only by the selects below: a select that finds an
 		// operation and the failure ready at once may take the operation, whose append the failed
@@ -261,6 +269,10 @@ func (s *Shard) runActive() activeEnd {
 			select {
 			case <-logFailed:
 				continue // between chunks everything the job appended is durable: as when idle
+			case <-changes:
+				if !s.follow() {
+					return endReload
+				}
 			case o := <-s.ops:
 				if !s.commitReceived(o, logFailed) {
 					return s.failedEnd()
@@ -277,7 +289,15 @@ func (s *Shard) runActive() activeEnd {
 		select {
 		case <-logFailed:
 			continue // between commits everything appended is durable: there is nothing to cut
+		case <-changes:
+			if !s.follow() {
+				return endReload
+			}
 		case o := <-s.ops:
+			if !s.catchUp(changes) {
+				s.requeue(o)
+				return endReload
+			}
 			if !s.commitReceived(o, logFailed) {
 				return s.failedEnd()
 			}
@@ -291,12 +311,64 @@ func (s *Shard) runActive() activeEnd {
 			if s.logLost(logFailed) {
 				return endLost
 			}
+			if _, leading := s.leading(); !leading {
+				coldT.reset() // only a leader writes cold snapshots; its followers copy them
+				continue
+			}
 			if !s.startCold(nil, true) {
 				return s.failedEnd()
 			}
 		case <-s.drain:
 			return s.runDraining()
 		}
+	}
+}
+
+// leading reports whether the shard may apply operations: always on a local log, while its
+// replica leads on a replicated one. r is the answer to operations otherwise.
+func (s *Shard) leading() (r Result, ok bool) {
+	if s.repl == nil {
+		return Result{}, true
+	}
+	role := s.repl.Role()
+	if role.Leading {
+		return Result{}, true
+	}
+	return roleResult(s.opts.Partition, role), false
+}
+
+// follow applies the records other replicas' leaders appended to a replicated log, as a load
+// replays them. false: the log was replaced, or a record could not be applied (the state may
+// then be partly updated): the shard loads the log again.
+func (s *Shard) follow() bool {
+	n := 0
+	reload, err := s.repl.Follow(func(offset int64, record []byte) error {
+		n++
+		return s.m.replayRaw(offset, record)
+	})
+	if err != nil {
+		s.logger.Warn("following the replicated log failed; loading it again", zap.Error(err))
+		return false
+	}
+	if reload {
+		s.logger.Info("the replicated log was replaced; loading it again")
+		return false
+	}
+	if n > 0 {
+		s.publish()
+	}
+	return true
+}
+
+// catchUp follows what is pending before a leader builds on its state: records appended by
+// others while it led (none while it keeps leading), or the ones a new leader had not followed
+// yet when it took office. false: load the log again.
+func (s *Shard) catchUp(changes <-chan struct{}) bool {
+	select {
+	case <-changes:
+		return s.follow()
+	default:
+		return true
 	}
 }
 
