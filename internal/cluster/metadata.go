@@ -41,7 +41,10 @@ type metadataState struct {
 	NumPartitions int                 `json:"num_partitions"`
 	Nodes         map[uint64]NodeInfo `json:"nodes"`
 	Leaders       map[int]LeaderHint  `json:"leaders"`
-	Config        json.RawMessage     `json:"config,omitempty"`
+	// Wanted holds, per partition, the preferred leader that asked to lead it during the term
+	// of another leader: that leader hands the partition over.
+	Wanted map[int]LeaderHint `json:"wanted,omitempty"`
+	Config json.RawMessage    `json:"config,omitempty"`
 }
 
 // metadataCommand is one committed change of the metadata.
@@ -51,6 +54,7 @@ type metadataCommand struct {
 	Info   *NodeInfo   `json:"info,omitempty"`
 	Leader *int        `json:"leader,omitempty"` // a partition's leader announces itself
 	Hint   *LeaderHint `json:"hint,omitempty"`
+	Want   *int        `json:"want,omitempty"`   // a preferred leader asks to lead, in Hint's term
 	Config []byte      `json:"config,omitempty"` // a configuration change
 }
 
@@ -66,7 +70,7 @@ type metadata struct {
 
 func newMetadata(config ConfigReplica) *metadata {
 	return &metadata{config: config, changed: make(chan struct{}),
-		state: metadataState{Nodes: map[uint64]NodeInfo{}, Leaders: map[int]LeaderHint{}}}
+		state: metadataState{Nodes: map[uint64]NodeInfo{}, Leaders: map[int]LeaderHint{}, Wanted: map[int]LeaderHint{}}}
 }
 
 var _ sm.IStateMachine = (*metadata)(nil)
@@ -88,6 +92,8 @@ func (m *metadata) Update(e sm.Entry) (sm.Result, error) {
 		res.Value = uint64(m.state.NumPartitions)
 	case c.Node != nil && c.Info != nil:
 		m.state.Nodes[*c.Node] = *c.Info
+	case c.Want != nil && c.Hint != nil:
+		m.state.Wanted[*c.Want] = *c.Hint
 	case c.Leader != nil && c.Hint != nil:
 		if old, ok := m.state.Leaders[*c.Leader]; !ok || c.Hint.Term >= old.Term {
 			m.state.Leaders[*c.Leader] = *c.Hint
@@ -109,6 +115,7 @@ func (m *metadata) snapshot() metadataState {
 	st := m.state
 	st.Nodes = maps.Clone(st.Nodes)
 	st.Leaders = maps.Clone(st.Leaders)
+	st.Wanted = maps.Clone(st.Wanted)
 	return st
 }
 
@@ -126,6 +133,21 @@ func (m *metadata) leaderHint(p int) (LeaderHint, bool) {
 	defer m.mu.RUnlock()
 	h, ok := m.state.Leaders[p]
 	return h, ok
+}
+
+// wanted returns the last request to lead partition p.
+func (m *metadata) wanted(p int) (LeaderHint, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	h, ok := m.state.Wanted[p]
+	return h, ok
+}
+
+// changes returns a channel closed at the next change of the state.
+func (m *metadata) changes() <-chan struct{} {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changed
 }
 
 // SaveSnapshot writes the whole state as JSON.
@@ -152,6 +174,9 @@ func (m *metadata) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-cha
 	}
 	if st.Leaders == nil {
 		st.Leaders = map[int]LeaderHint{}
+	}
+	if st.Wanted == nil {
+		st.Wanted = map[int]LeaderHint{}
 	}
 	if m.config != nil && st.Config != nil {
 		if err := m.config.RestoreConfig(st.Config); err != nil {

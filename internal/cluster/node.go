@@ -61,8 +61,10 @@ type Node struct {
 
 	closeOnce sync.Once
 	closed    atomic.Bool
-	stop      chan struct{}
-	workers   sync.WaitGroup
+	leaving   atomic.Bool // leaderships handed over for a stop: ask for none
+
+	stop    chan struct{}
+	workers sync.WaitGroup
 }
 
 // Start starts the node's Raft engine and a replica of every state partition placed on it. A
@@ -116,6 +118,7 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 			logger.Error("state partition replica not started", zap.Int("state_partition", p), zap.Error(err))
 		}
 	}
+	n.workers.Go(n.balance)
 	return n, nil
 }
 

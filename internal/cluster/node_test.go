@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -209,6 +210,47 @@ func TestCoordinatorsAreKnownEverywhere(t *testing.T) {
 		got, err := n.RecordPartitions(t.Context())
 		if err != nil || got != 3 {
 			t.Fatalf("RecordPartitions: %d, %v", got, err)
+		}
+	}
+}
+
+// waitBalanced waits until each node of the cluster leads want partitions.
+func (c *testCluster) waitBalanced(want int) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		counts := map[uint64]int{}
+		ok := true
+		for id, n := range c.nodes {
+			counts[id] = n.Leaders()
+			ok = ok && counts[id] == want
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("leaders per node %v, want %d each", counts, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Leaders spread to their preferred nodes, again after a node returns; a node that stops hands
+// its leaderships over first.
+func TestLeadersAreBalanced(t *testing.T) {
+	c := newTestCluster(t, 3, 6)
+	c.waitBalanced(2)
+	c.stop(2)
+	c.start(2)
+	c.waitBalanced(2)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if left := c.nodes[3].TransferLeaderships(ctx); left != 0 {
+		t.Fatalf("node 3 still leads %d partitions after handing them over", left)
+	}
+	for p := range 6 {
+		if l := c.leader(p); l.NodeID() == 3 {
+			t.Fatalf("partition %d is led by node 3 after it handed its leaderships over", p)
 		}
 	}
 }

@@ -42,6 +42,10 @@ type Partition struct {
 	leader atomic.Pointer[raftio.LeaderInfo] // the last leader update
 	role   atomic.Pointer[Role]
 	wake   chan struct{}
+	// caughtUp is set once a read index showed that the replica applied everything committed
+	// when it started.
+	caughtUp     atomic.Bool
+	transferring atomic.Bool // a leadership transfer is under way
 }
 
 func (n *Node) newPartition(p int) *Partition {
@@ -69,7 +73,31 @@ func (p *Partition) start() error {
 		return fmt.Errorf("cluster: start the Raft replica of state partition %d: %w", p.index, err)
 	}
 	p.node.workers.Go(p.watchLeadership)
+	p.node.workers.Go(p.catchUp)
 	return nil
+}
+
+// CaughtUp reports whether the replica has applied everything that was committed when it
+// started (a read index answered), so that it can lead without delay.
+func (p *Partition) CaughtUp() bool { return p.caughtUp.Load() }
+
+// catchUp retries a read index until one succeeds.
+func (p *Partition) catchUp() {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := raftlog.Proposer(proposer{nh: p.node.nh, shardID: p.shardID}).ReadIndex(ctx)
+		cancel()
+		if err == nil {
+			p.caughtUp.Store(true)
+			p.logger.Debug("replica caught up")
+			return
+		}
+		select {
+		case <-p.node.stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Index returns the state partition's number.
