@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -44,6 +46,8 @@ type Config struct {
 	GRPCAddress string
 	// Config applies the replicated dynamic configuration (nil: none).
 	Config ConfigReplica
+	// Registerer receives the cluster metrics (nil: not registered).
+	Registerer prometheus.Registerer
 }
 
 // Timing is the Raft clock: a tick of RTT, heartbeats every HeartbeatTicks, an election after

@@ -13,6 +13,7 @@ import (
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/internal/raftlog"
@@ -58,6 +59,7 @@ type Node struct {
 	placement placement
 	parts     []*Partition // by state partition; nil where this node holds no replica
 	meta      *metadata
+	metrics   *metrics
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -79,6 +81,7 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 	}
 	routeEngineLogs(logger)
 	n := &Node{logger: logger, cfg: cfg, placement: newPlacement(cfg.memberIDs(), cfg.ReplicationFactor), stop: make(chan struct{})}
+	n.metrics = newMetrics(cfg.Registerer, n)
 	nhc := config.NodeHostConfig{
 		DeploymentID:        deploymentID,
 		NodeHostDir:         cfg.Dir,
@@ -194,6 +197,7 @@ func (n *Node) Close() {
 type proposer struct {
 	nh      *dragonboat.NodeHost
 	shardID uint64
+	latency prometheus.Observer // nil: not recorded
 }
 
 // notCommitted classifies the errors dragonboat returns before it proposed anything, or for a
@@ -218,10 +222,14 @@ func (p proposer) Propose(ctx context.Context, cmd []byte) (uint64, error) {
 		return 0, err
 	}
 	defer rs.Release()
+	began := time.Now()
 	select {
 	case r := <-rs.AppliedC():
 		switch {
 		case r.Completed():
+			if p.latency != nil {
+				p.latency.Observe(time.Since(began).Seconds())
+			}
 			return r.GetResult().Value, nil
 		case r.Dropped():
 			return 0, fmt.Errorf("%w: dropped (no leader, or leadership changed)", raftlog.ErrNotCommitted)

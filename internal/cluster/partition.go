@@ -55,7 +55,8 @@ func (n *Node) newPartition(p int) *Partition {
 	m := raftlog.NewStateMachine(logger, raftlog.Options{Dir: dir, Log: opts, ReplicaID: n.cfg.NodeID, Fatal: n.cfg.Fatal})
 	part := &Partition{
 		node: n, index: p, shardID: shardID, members: n.placement.replicas(p), logger: logger, sm: m,
-		rep:  raftlog.NewReplica(m, proposer{nh: n.nh, shardID: shardID}, n.cfg.ProposalTimeout),
+		rep: raftlog.NewReplica(m, proposer{nh: n.nh, shardID: shardID,
+			latency: n.metrics.proposals.WithLabelValues(strconv.Itoa(p))}, n.cfg.ProposalTimeout),
 		wake: make(chan struct{}, 1),
 	}
 	part.role.Store(&Role{})
@@ -121,6 +122,9 @@ func (p *Partition) setRole(r Role) {
 }
 
 func (p *Partition) leaderUpdated(info raftio.LeaderInfo) {
+	if old := p.leader.Load(); old == nil || old.LeaderID != info.LeaderID || old.Term != info.Term {
+		p.node.metrics.leaderChanges.WithLabelValues(strconv.Itoa(p.index)).Inc()
+	}
 	p.leader.Store(&info)
 	select {
 	case p.wake <- struct{}{}:

@@ -133,9 +133,11 @@ type Role struct {
 	LeaderAddress string
 }
 
-// roleResult is the answer to an operation for a replica that does not lead: NOT_COORDINATOR
-// naming the leader, COORDINATOR_LOAD_IN_PROGRESS while it catches up after its election, and
-// COORDINATOR_NOT_AVAILABLE while there is no leader.
+// NotLeading is the answer to an operation of state partition partition on a node that does not
+// lead it: NOT_COORDINATOR naming the leader, COORDINATOR_LOAD_IN_PROGRESS while the node
+// catches up after its election, and COORDINATOR_NOT_AVAILABLE while there is no leader.
+func NotLeading(partition int, r Role) Result { return roleResult(partition, r) }
+
 func roleResult(partition int, r Role) Result {
 	switch {
 	case r.CatchingUp:
