@@ -18,9 +18,9 @@ import (
 type Config struct {
 	// NodeID is this node's id, ≥ 1: its replica id in every Raft shard it is part of.
 	NodeID uint64
-	// RaftAddress is the HOST:PORT of this node's replication traffic, which the other nodes
-	// dial (--raft-listen). It must not change once the node has started.
-	RaftAddress string
+	// ListenAddress is where this node listens for replication traffic (--raft-listen): its
+	// address in InitialMembers, or one that reaches it (all interfaces, 0.0.0.0:PORT).
+	ListenAddress string
 	// InitialMembers are the founding members: node id → replication address, the same on
 	// every founding node (--initial-cluster). It must name this node.
 	InitialMembers map[uint64]string
@@ -126,15 +126,11 @@ func (c *Config) validate() error {
 	case c.Dir == "":
 		return errors.New("cluster: no directory for the Raft engine")
 	}
-	if err := checkHostPort(c.RaftAddress); err != nil {
-		return fmt.Errorf("cluster: --raft-listen: %w", err)
+	if _, _, err := net.SplitHostPort(c.ListenAddress); err != nil {
+		return fmt.Errorf("cluster: --raft-listen %q: want HOST:PORT", c.ListenAddress)
 	}
-	addr, ok := c.InitialMembers[c.NodeID]
-	if !ok {
+	if _, ok := c.InitialMembers[c.NodeID]; !ok {
 		return fmt.Errorf("cluster: --initial-cluster does not name this node (--node-id %d); it names %v", c.NodeID, c.memberIDs())
-	}
-	if addr != c.RaftAddress {
-		return fmt.Errorf("cluster: --initial-cluster gives node %d the replication address %s, but --raft-listen is %s", c.NodeID, addr, c.RaftAddress)
 	}
 	if c.Timing == (Timing{}) {
 		c.Timing = DefaultTiming
@@ -147,6 +143,9 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// raftAddress is the address the other nodes dial for this node: its own in InitialMembers.
+func (c *Config) raftAddress() string { return c.InitialMembers[c.NodeID] }
 
 func (c *Config) memberIDs() []uint64 {
 	ids := make([]uint64, 0, len(c.InitialMembers))

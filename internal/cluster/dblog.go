@@ -12,8 +12,10 @@ import (
 // dragonboat logs through a process-wide factory that can be set once. Its loggers write to the
 // zap logger of the node started last (nodes of one process, in tests, share it): its INFO
 // lines at debug level, since it reports every replica start and election at INFO, its
-// warnings and errors at their levels, except the configuration's warning that replication is
-// not encrypted, which the server states itself.
+// warnings and errors at their levels, except the Raft protocol's warnings, which report every
+// vote, election and dropped request as a warning (the cluster logs leadership changes itself),
+// and the configuration's warning that replication is not encrypted, which the server states
+// itself.
 var (
 	engineLogOnce sync.Once
 	engineLog     atomic.Pointer[zap.Logger]
@@ -60,7 +62,7 @@ func (l *engineLogger) Infof(format string, args ...any) {
 }
 
 func (l *engineLogger) Warningf(format string, args ...any) {
-	if l.pkg == "config" {
+	if l.pkg == "config" || l.pkg == "raft" {
 		l.log().Debugf(format, args...)
 		return
 	}

@@ -40,11 +40,10 @@ var (
 	descLeaderNode = prometheus.NewDesc("sharecoord_raft_leader_node",
 		"The node id of the state partition's leader as this node knows it; 0: no leader (an election is under way).", []string{"partition"}, nil)
 	descTerm = prometheus.NewDesc("sharecoord_raft_term",
-		"The Raft term of the state partition's replica on this node.", []string{"partition"}, nil)
-	descCommit = prometheus.NewDesc("sharecoord_raft_commit_index",
-		"The highest Raft log index this node's replica knows to be committed.", []string{"partition"}, nil)
+		"The Raft term of the state partition's leadership this node last learned of.", []string{"partition"}, nil)
 	descApplied = prometheus.NewDesc("sharecoord_raft_applied_index",
-		"The Raft log index of the last entry this node's replica applied to its state log; commit minus applied is its apply lag.", []string{"partition"}, nil)
+		"The Raft log index of the last entry of records this node's replica applied to its state log: the highest applied "+
+			"index of the partition's replicas minus this one is how far this replica is behind.", []string{"partition"}, nil)
 	descCaughtUp = prometheus.NewDesc("sharecoord_raft_caught_up",
 		"1 once this node's replica has applied everything committed when it started, else 0.", []string{"partition"}, nil)
 	descReplicaFailed = prometheus.NewDesc("sharecoord_raft_replica_failed",
@@ -55,7 +54,7 @@ var (
 type collector struct{ n *Node }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descLeaderNode, descTerm, descCommit, descApplied, descCaughtUp, descReplicaFailed} {
+	for _, d := range []*prometheus.Desc{descLeader, descLeaderNode, descTerm, descApplied, descCaughtUp, descReplicaFailed} {
 		ch <- d
 	}
 }
@@ -77,13 +76,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		r := p.Role()
 		gauge(descLeader, boolValue(r.Leading))
 		gauge(descLeaderNode, float64(r.Leader))
+		gauge(descTerm, float64(r.Term))
 		gauge(descCaughtUp, boolValue(p.CaughtUp()))
 		gauge(descApplied, float64(p.sm.AppliedIndex()))
-		if lr, err := c.n.nh.GetLogReader(p.shardID); err == nil {
-			st, _ := lr.NodeState()
-			gauge(descTerm, float64(st.Term))
-			gauge(descCommit, float64(st.Commit))
-		}
 	}
 }
 

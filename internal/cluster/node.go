@@ -86,7 +86,8 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 		DeploymentID:        deploymentID,
 		NodeHostDir:         cfg.Dir,
 		RTTMillisecond:      uint64(cfg.Timing.RTT / time.Millisecond),
-		RaftAddress:         cfg.RaftAddress,
+		RaftAddress:         cfg.raftAddress(),
+		ListenAddress:       cfg.ListenAddress,
 		RaftEventListener:   n,
 		MaxSendQueueSize:    sendQueueBytes,
 		MaxReceiveQueueSize: sendQueueBytes,
@@ -285,7 +286,7 @@ var ErrClosed = errors.New("cluster: the node is closed")
 
 // register records this node's addresses in the cluster metadata, once it differs.
 func (n *Node) register() {
-	want := NodeInfo{GRPCAddress: n.cfg.GRPCAddress, RaftAddress: n.cfg.RaftAddress}
+	want := NodeInfo{GRPCAddress: n.cfg.GRPCAddress, RaftAddress: n.cfg.raftAddress()}
 	ctx, cancel := n.stopContext()
 	defer cancel()
 	for {

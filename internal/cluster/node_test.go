@@ -58,7 +58,7 @@ func (c *testCluster) start(id uint64) *Node {
 	c.t.Helper()
 	dir := c.dirs[id]
 	node, err := Start(zaptest.NewLogger(c.t).Named(fmt.Sprint(id)), Config{
-		NodeID: id, RaftAddress: c.members[id], InitialMembers: c.members, Dir: filepath.Join(dir, "raft"),
+		NodeID: id, ListenAddress: c.members[id], InitialMembers: c.members, Dir: filepath.Join(dir, "raft"),
 		Partitions: c.partitions, ReplicationFactor: 3, Timing: fastTiming, ProposalTimeout: 2 * time.Second,
 		PartitionLog: func(p int) (string, statelog.Options) {
 			return filepath.Join(dir, fmt.Sprintf("p-%d", p)), statelog.Options{SegmentBytes: 4096}

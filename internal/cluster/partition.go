@@ -65,7 +65,7 @@ func (n *Node) newPartition(p int) *Partition {
 
 // start opens the replica's log and starts its Raft replica.
 func (p *Partition) start() error {
-	if err := p.sm.Prepare(); err != nil {
+	if err := p.sm.Prepare(p.node.nh.HasNodeInfo(p.shardID, p.node.cfg.NodeID)); err != nil {
 		return err
 	}
 	create := func(uint64, uint64) sm.IOnDiskStateMachine { return p.sm }

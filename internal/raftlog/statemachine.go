@@ -120,9 +120,12 @@ func NewStateMachine(logger *zap.Logger, opts Options) *StateMachine {
 // Prepare opens the replica's log, before the replica starts: dragonboat stops the process when
 // Open fails, and a replica whose log cannot be opened must instead stay stopped, its partition
 // failed on this node while the other replicas serve it. A log whose replacement by a snapshot
-// was interrupted is emptied (applied index 0): dragonboat applies the snapshot again. A log
-// without an applied file must be empty: a log a single node wrote is not a replica's.
-func (m *StateMachine) Prepare() error {
+// was interrupted is emptied (applied index 0): dragonboat applies the snapshot again. A new
+// replica records that its log is empty at once (the applied file at index 0), so that a log
+// found without an applied file is one the replica lost: if the Raft engine remembers the replica
+// (known), its log is gone and Prepare fails, since the entries it applied may no longer be in the
+// Raft log; otherwise it must be empty, for a log a single node wrote is not a replica's.
+func (m *StateMachine) Prepare(known bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.log != nil {
@@ -146,6 +149,10 @@ func (m *StateMachine) Prepare() error {
 	if err != nil {
 		return err
 	}
+	if !ok && known {
+		return fmt.Errorf("raftlog: %s holds no record of the Raft entries the replica applied, but the Raft engine knows the replica: "+
+			"its log was lost, and the entries it applied may be gone from the Raft log; replace the replica", dir)
+	}
 	o := m.opts.Log
 	if ok {
 		o.TruncateAfter = &st.end
@@ -154,23 +161,29 @@ func (m *StateMachine) Prepare() error {
 	if err != nil {
 		return fmt.Errorf("raftlog: open the log of the replica: %w", err)
 	}
-	if !ok && (l.EndOffset() > 0 || l.StartOffset() > 0) {
-		_ = l.Close()
-		return fmt.Errorf("raftlog: %s holds a state log of offsets [%d, %d) but no record of the Raft entries it applied: "+
-			"it was written by a single-node coordinatord, and a replica's log must start empty", dir, l.StartOffset(), l.EndOffset())
+	if !ok {
+		if l.EndOffset() > 0 || l.StartOffset() > 0 {
+			_ = l.Close()
+			return fmt.Errorf("raftlog: %s holds a state log of offsets [%d, %d) but no record of the Raft entries it applied: "+
+				"it was written by a single-node coordinatord, and a replica's log must start empty", dir, l.StartOffset(), l.EndOffset())
+		}
+		if err := writeApplied(fsys, dir, st); err != nil {
+			_ = l.Close()
+			return err
+		}
 	}
 	m.log, m.applied, m.synced, m.lastSync = l, st.index, st, time.Now()
 	m.tail.position, m.tail.replaced = l.StartOffset(), true
 	m.notify()
-	m.logger.Info("opened the replica's log", zap.Uint64("applied_index", st.index),
+	m.logger.Debug("opened the replica's log", zap.Uint64("applied_index", st.index),
 		zap.Int64("start_offset", l.StartOffset()), zap.Int64("end_offset", l.EndOffset()))
 	return nil
 }
 
 // Open returns the index of the last entry the replica's log holds durably, opening the log if
-// Prepare has not.
+// Prepare has not (as for a replica the Raft engine does not know yet).
 func (m *StateMachine) Open(<-chan struct{}) (uint64, error) {
-	if err := m.Prepare(); err != nil {
+	if err := m.Prepare(false); err != nil {
 		return 0, err
 	}
 	m.mu.Lock()
@@ -185,13 +198,13 @@ func (m *StateMachine) fsys() statelog.FS {
 	return vfs.OS()
 }
 
-// wipe empties the log directory of an interrupted snapshot recovery: log files, applied file,
-// then the marker.
+// wipe empties the log directory of an interrupted snapshot recovery: the log, then the applied
+// file records an empty log, then the marker goes.
 func (m *StateMachine) wipe() error {
 	if err := statelog.Reset(m.logger, m.opts.Dir, m.opts.Log, 0); err != nil {
 		return fmt.Errorf("raftlog: empty the replica's log: %w", err)
 	}
-	if err := setMarker(m.fsys(), m.opts.Dir, appliedFileName, false); err != nil {
+	if err := writeApplied(m.fsys(), m.opts.Dir, appliedState{}); err != nil {
 		return err
 	}
 	return setMarker(m.fsys(), m.opts.Dir, recoveringFileName, false)

@@ -289,3 +289,28 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+// A replica whose log directory was emptied while the Raft engine remembers it refuses to start:
+// the entries it had applied may be gone from the Raft log.
+func TestPrepareRefusesALostLog(t *testing.T) {
+	r := newFakeRaft(t, 1)
+	fr := r.replicas[0]
+	_ = fr.sm.Close()
+	fr.fs = faultfs.NewCrashFS() // the directory is gone
+	m := NewStateMachine(zaptest.NewLogger(t), r.options(fr))
+	if err := m.Prepare(true); err == nil {
+		_ = m.Close()
+		t.Fatal("Prepare of a lost log succeeded")
+	}
+	m2 := NewStateMachine(zaptest.NewLogger(t), r.options(fr))
+	if err := m2.Prepare(false); err != nil {
+		t.Fatalf("Prepare of a new replica: %v", err)
+	}
+	_ = m2.Close()
+	m3 := NewStateMachine(zaptest.NewLogger(t), r.options(fr))
+	if err := m3.Prepare(true); err != nil {
+		t.Fatalf("Prepare of a replica whose log was created, after a restart: %v", err)
+	}
+	_ = m3.Close()
+	fr.sm = nil
+}
