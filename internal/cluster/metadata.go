@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -194,5 +193,3 @@ func (m *metadata) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-cha
 
 // Close does nothing: the state lives in the Raft log and its snapshots.
 func (m *metadata) Close() error { return nil }
-
-var errNoMetadata = errors.New("cluster: the cluster metadata has no leader yet")

@@ -115,19 +115,6 @@ func (s *logModel) load() {
 	s.start = start
 }
 
-func (s *logModel) follow() {
-	s.t.Helper()
-	reload, err := s.rep.Follow(func(off int64, rec []byte) error {
-		s.recs = append(s.recs, fmt.Sprintf("%d:%s", off, rec))
-		return nil
-	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if reload {
-		s.load()
-	}
-}
 
 func (s *logModel) append(tag string) error {
 	first, err := s.rep.Append([][]byte{[]byte(tag)})

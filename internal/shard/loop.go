@@ -245,83 +245,114 @@ const (
 // they finish, as Kafka's timers are. A cold-snapshot job commits a chunk of its snapshots at a
 // time (see coldChunk), and the operations queued meanwhile get a group commit between chunks.
 func (s *Shard) runActive() activeEnd {
-	pruneT := newJobTimer(s.opts.PruneInterval)
-	coldT := newJobTimer(s.opts.ColdSnapshotInterval)
-	defer pruneT.stop()
-	defer coldT.stop()
-	logFailed := s.opener.Failed()
-	var changes <-chan struct{} // a replicated log's: records to follow, or a new role
+	a := activeLoop{s: s, prune: newJobTimer(s.opts.PruneInterval), cold: newJobTimer(s.opts.ColdSnapshotInterval),
+		logFailed: s.opener.Failed()}
+	defer a.prune.stop()
+	defer a.cold.stop()
 	if s.repl != nil {
-		changes = s.repl.Changes()
+		a.changes = s.repl.Changes()
 	}
 	for {
 		// Checked before any commit too, not only by the selects below: a select that finds an
 		// operation and the failure ready at once may take the operation, whose append the failed
 		// log would refuse, and the shard would reload as if an append of its own had failed.
-		if s.logLost(logFailed) {
+		if s.logLost(a.logFailed) {
 			return endLost
 		}
 		if s.cold.takeTimerDone() {
 			s.jobFinished(opCold)
-			coldT.reset()
+			a.cold.reset()
 		}
+		step := a.idle
 		if s.cold.running() {
-			select {
-			case <-logFailed:
-				continue // between chunks everything the job appended is durable: as when idle
-			case <-changes:
-				if !s.follow() {
-					return endReload
-				}
-			case o := <-s.ops:
-				if !s.commitReceived(o, logFailed) {
-					return s.failedEnd()
-				}
-			case <-s.drain:
-				return s.runDraining()
-			default:
-			}
-			if s.cold.running() && !s.coldChunk() {
-				return s.failedEnd()
-			}
-			continue
+			step = a.betweenChunks
 		}
-		select {
-		case <-logFailed:
-			continue // between commits everything appended is durable: there is nothing to cut
-		case <-changes:
-			if !s.follow() {
-				return endReload
-			}
-		case o := <-s.ops:
-			if !s.catchUp(changes) {
-				s.requeue(o)
-				return endReload
-			}
-			if !s.commitReceived(o, logFailed) {
-				return s.failedEnd()
-			}
-		case <-pruneT.c():
-			if _, err := s.prune(); err != nil {
-				s.logger.Warn("prune failed", zap.Error(err))
-			}
-			s.jobFinished(opPrune)
-			pruneT.reset()
-		case <-coldT.c():
-			if s.logLost(logFailed) {
-				return endLost
-			}
-			if _, leading := s.leading(); !leading {
-				coldT.reset() // only a leader writes cold snapshots; its followers copy them
-				continue
-			}
-			if !s.startCold(nil, true) {
-				return s.failedEnd()
-			}
-		case <-s.drain:
-			return s.runDraining()
+		if end, done := step(); done {
+			return end
 		}
 	}
+}
+
+// activeLoop is what runActive waits on: the timers of the prune and cold-snapshot jobs, the
+// log's failure, and a replicated log's changes.
+type activeLoop struct {
+	s           *Shard
+	prune, cold jobTimer
+	logFailed   <-chan struct{}
+	changes     <-chan struct{} // a replicated log's: records to follow, or a new role
+}
+
+// betweenChunks takes what came while a cold-snapshot job runs, without waiting, then commits
+// the job's next chunk. done: runActive returns end.
+func (a *activeLoop) betweenChunks() (end activeEnd, done bool) {
+	s := a.s
+	select {
+	case <-a.logFailed:
+		return 0, false // between chunks everything the job appended is durable: as when idle
+	case <-a.changes:
+		if !s.follow() {
+			return endReload, true
+		}
+	case o := <-s.ops:
+		if !s.commitReceived(o, a.logFailed) {
+			return s.failedEnd(), true
+		}
+	case <-s.drain:
+		return s.runDraining(), true
+	default:
+	}
+	if s.cold.running() && !s.coldChunk() {
+		return s.failedEnd(), true
+	}
+	return 0, false
+}
+
+// idle waits for the next operation, job or change and runs it. done: runActive returns end.
+func (a *activeLoop) idle() (end activeEnd, done bool) {
+	s := a.s
+	select {
+	case <-a.logFailed:
+		return 0, false // between commits everything appended is durable: there is nothing to cut
+	case <-a.changes:
+		if !s.follow() {
+			return endReload, true
+		}
+	case o := <-s.ops:
+		if !s.catchUp(a.changes) {
+			s.requeue(o)
+			return endReload, true
+		}
+		if !s.commitReceived(o, a.logFailed) {
+			return s.failedEnd(), true
+		}
+	case <-a.prune.c():
+		if _, err := s.prune(); err != nil {
+			s.logger.Warn("prune failed", zap.Error(err))
+		}
+		s.jobFinished(opPrune)
+		a.prune.reset()
+	case <-a.cold.c():
+		return a.coldTimer()
+	case <-s.drain:
+		return s.runDraining(), true
+	}
+	return 0, false
+}
+
+// coldTimer starts the timer's cold-snapshot job, on a leader.
+func (a *activeLoop) coldTimer() (end activeEnd, done bool) {
+	s := a.s
+	if s.logLost(a.logFailed) {
+		return endLost, true
+	}
+	if _, leading := s.leading(); !leading {
+		a.cold.reset() // only a leader writes cold snapshots; its followers copy them
+		return 0, false
+	}
+	if !s.startCold(nil, true) {
+		return s.failedEnd(), true
+	}
+	return 0, false
 }
 
 // leading reports whether the shard may apply operations: always on a local log, while its
