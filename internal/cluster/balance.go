@@ -56,7 +56,7 @@ func (n *Node) askToLead() {
 		idx, hint := p.index, LeaderHint{Node: n.cfg.NodeID, Term: r.Term}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if _, err := n.proposeMetadata(ctx, metadataCommand{Want: &idx, Hint: &hint}); err != nil {
-			n.logger.Debug("asking to lead a preferred partition", zap.Int("state_partition", idx), zap.Error(err))
+			n.logger.Debug("asking to lead a preferred partition", zap.Int("state_partition", idx), zap.String("error", err.Error()))
 		}
 		cancel()
 	}
@@ -79,7 +79,7 @@ func (n *Node) handOver() {
 		}
 		n.logger.Info("handing a state partition over to its preferred leader", zap.Int("state_partition", p.index), zap.Uint64("to", w.Node))
 		if err := n.nh.RequestLeaderTransfer(p.shardID, w.Node); err != nil {
-			n.logger.Debug("leadership transfer", zap.Int("state_partition", p.index), zap.Error(err))
+			n.logger.Debug("leadership transfer", zap.Int("state_partition", p.index), zap.String("error", err.Error()))
 		}
 		go func() {
 			time.Sleep(n.cfg.Timing.RTT * time.Duration(n.cfg.Timing.ElectionTicks) * 2)
@@ -110,7 +110,7 @@ func (n *Node) TransferLeaderships(ctx context.Context) int {
 			continue // a single replica: nowhere to go
 		}
 		if err := n.nh.RequestLeaderTransfer(p.shardID, target); err != nil {
-			n.logger.Debug("leadership transfer", zap.Int("state_partition", p.index), zap.Error(err))
+			n.logger.Debug("leadership transfer", zap.Int("state_partition", p.index), zap.String("error", err.Error()))
 			continue
 		}
 		wg.Go(func() {

@@ -171,7 +171,7 @@ func (p *Partition) confirm(info *raftio.LeaderInfo) bool {
 		if err == nil {
 			return true
 		}
-		p.logger.Debug("confirming the leadership", zap.Error(err))
+		p.logger.Debug("confirming the leadership", zap.String("error", err.Error()))
 		select {
 		case <-p.node.stop:
 			return false

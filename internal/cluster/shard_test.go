@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,9 +79,16 @@ func TestShardsServeFromTheLeaderAndFailOver(t *testing.T) {
 		if id == leader {
 			continue
 		}
-		r := s.Read(context.Background(), shard.ReadRequest{Key: testKey(0)})
-		if r.Code != kafkaerr.NotCoordinator || r.Message == "" {
-			t.Fatalf("read on follower %d: %v %q; want NOT_COORDINATOR naming the leader", id, r.Code, r.Message)
+		// A follower answers NOT_COORDINATOR naming the leader once it heard from it (until
+		// then, COORDINATOR_NOT_AVAILABLE: no leader known).
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			r := s.Read(context.Background(), shard.ReadRequest{Key: testKey(0)})
+			if r.Code == kafkaerr.NotCoordinator && strings.Contains(r.Message, fmt.Sprintf("node %d", leader)) {
+				break
+			}
+			if r.Code != kafkaerr.CoordinatorNotAvailable || time.Now().After(deadline) {
+				t.Fatalf("read on follower %d: %v %q; want NOT_COORDINATOR naming node %d", id, r.Code, r.Message, leader)
+			}
 		}
 	}
 	_ = shards[leader].Close()
