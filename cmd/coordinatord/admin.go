@@ -31,7 +31,10 @@ type readiness struct {
 //     partitions that are not active. Both answer 503 once the server drains its calls before it
 //     exits, as the gRPC health service turns NOT_SERVING.
 //   - /debug/pprof/: Go's runtime profiles, only with pprof (--enable-pprof).
-func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, ready *readiness) *http.ServeMux {
+//
+// shards holds nil for a partition this node holds no replica of (a cluster); notReady, when set,
+// lists what else keeps the node from serving (replicas of a cluster node catching up).
+func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, ready *readiness, notReady func() []string) *http.ServeMux {
 	mux := http.NewServeMux()
 	if pprof {
 		mux.HandleFunc("GET /debug/pprof/", httppprof.Index)
@@ -59,8 +62,12 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, re
 			return
 		}
 		var detail strings.Builder
-		active := 0
+		active, held := 0, 0
 		for p, s := range shards {
+			if s == nil {
+				continue
+			}
+			held++
 			st := s.Status()
 			if st.State == shard.Active {
 				active++
@@ -72,15 +79,22 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, re
 			}
 			detail.WriteByte('\n')
 		}
-		if !ready.serving.Load() {
+		var pending []string
+		if notReady != nil {
+			pending = notReady()
+		}
+		for _, line := range pending {
+			detail.WriteString(line + "\n")
+		}
+		if !ready.serving.Load() && len(pending) == 0 {
 			// Between the last partition's load and the gRPC health service turning SERVING.
 			detail.WriteString("start-up has not finished\n")
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !ready.serving.Load() || !excludeFailed && active < len(shards) {
+		if !ready.serving.Load() || !excludeFailed && active < held || !excludeFailed && len(pending) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		fmt.Fprintf(w, "%d/%d state partitions active\n%s", active, len(shards), detail.String())
+		fmt.Fprintf(w, "%d/%d state partitions active\n%s", active, held, detail.String())
 	})
 	return mux
 }

@@ -28,7 +28,7 @@ import (
 func TestReadyzWhileStopping(t *testing.T) {
 	var ready readiness
 	ready.serving.Store(true)
-	mux := newAdminMux(prometheus.NewRegistry(), nil, false, &ready)
+	mux := newAdminMux(prometheus.NewRegistry(), nil, false, &ready, nil)
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -68,7 +68,7 @@ func TestReadyzExcludeFailedFollowsGRPCHealth(t *testing.T) {
 		shard.NewLocalLog(nil, datadir.PartitionDir("/data", 1), statelog.Options{FS: faultfs.NewCrashFS()}))
 	t.Cleanup(func() { fsys.SetInjector(nil); _ = reloading.Close(); _ = healthy.Close() })
 	var ready readiness
-	mux := newAdminMux(prometheus.NewRegistry(), []*shard.Shard{reloading, healthy}, false, &ready)
+	mux := newAdminMux(prometheus.NewRegistry(), []*shard.Shard{reloading, healthy}, false, &ready, nil)
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

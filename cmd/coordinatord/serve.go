@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -37,9 +38,11 @@ type serveFlags struct {
 	metricsListen string
 	advertise     string
 	dataDir       string
-	nodeID        int32
-	logLevel      string
-	pprof         bool
+	nodeID         int32
+	raftListen     string
+	initialCluster string
+	logLevel       string
+	pprof          bool
 }
 
 func (f *serveFlags) register(cmd *cobra.Command) {
@@ -50,7 +53,9 @@ func (f *serveFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:7071", "HTTP address for /metrics, /healthz and /readyz")
 	fs.StringVar(&f.advertise, "advertised-listen", "", "HOST:PORT that FindCoordinator returns (default: the --listen address, with this host's name if it listens on all interfaces or on a zoned IPv6 address)")
 	fs.StringVar(&f.dataDir, "data-dir", "./data", "where the state logs and the config store live")
-	fs.Int32Var(&f.nodeID, "node-id", 1, "this node's id (FindCoordinator, BROKER resource name)")
+	fs.Int32Var(&f.nodeID, "node-id", 1, "this node's id (FindCoordinator, BROKER resource name; in a cluster its id in --initial-cluster)")
+	fs.StringVar(&f.raftListen, "raft-listen", "127.0.0.1:7072", "cluster mode: this node's replication address (HOST:PORT)")
+	fs.StringVar(&f.initialCluster, "initial-cluster", "", "cluster mode: ID=HOST:PORT,... the ids and replication addresses of the founding members, the same on every founding node; absent: a single node")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.pprof, "enable-pprof", false, "serve Go's runtime profiles at /debug/pprof/ on the metrics port")
 }
@@ -69,19 +74,7 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 		return badConfig(err)
 	}
 	defer func() { _ = logger.Sync() }()
-	if !isTerminal(e.stderr) {
-		// Log collectors parse every line of a JSON log: the error that ends the server is one
-		// of them, instead of a plain-text line.
-		defer func() {
-			if err == nil {
-				return
-			}
-			if ce := logger.Check(zap.ErrorLevel, "coordinatord stopped on an error"); ce != nil {
-				ce.Write(zap.Error(err))
-				err = loggedError{err}
-			}
-		}()
-	}
+	defer logStopError(logger, e, &err)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -89,7 +82,6 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	if err != nil {
 		return badConfig(err)
 	}
-
 	if f.dataDir == "" {
 		return badConfig(errors.New("--data-dir: want a directory for the state logs and the config store"))
 	}
@@ -103,59 +95,30 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	if err != nil {
 		return badConfig(err)
 	}
-
-	if err := datadir.Check(logger, f.dataDir); err != nil {
-		return badConfig(err)
-	}
-	// Two servers on one data directory would overwrite each other's config store and fight over
-	// the state logs: the second is refused before it reads anything.
-	dirLock, err := datadir.Lock(vfs.OS(), f.dataDir)
-	if err != nil {
-		return fmt.Errorf("--data-dir %s: %w", f.dataDir, err)
-	}
-	defer func() { _ = dirLock.Close() }()
-	cfg, err := openConfig(logger, f, static, reg)
+	dirLock, err := takeDataDir(logger, f)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = cfg.Close() }()
-	broker := cfg.Broker()
-	logEffectiveConfig(logger, f, cfg)
+	defer func() { _ = dirLock.Close() }()
 
-	grpcLis = netutil.LimitListener(grpcLis, broker.GRPCMaxConnections())
-
-	logMetrics := statelog.NewMetrics(reg)
-	syncGroup, err := openSyncGroup(logger, f.dataDir, broker, logMetrics)
-	if err != nil {
-		return badConfig(err)
-	}
 	loadStart := time.Now()
-	shards := openShards(logger, f.dataDir, cfg, broker, reg, logMetrics, syncGroup)
-	parts := make([]service.Partition, len(shards))
-	for i, s := range shards {
-		parts[i] = s
+	open := openSingle
+	if f.initialCluster != "" {
+		open = openCluster
 	}
-	state := service.NewStateServer(parts, service.StateOptions{
-		NodeID: f.nodeID, Host: host, Port: port,
-		MaxPartitionsPerRequest: broker.MaxPartitionsPerRequest(),
-		Metrics:                 service.NewMetrics(reg),
-	})
-	srv := service.NewServer(logger, state, service.NewConfigServer(cfg), service.ServerOptions{
-		Registerer:           reg,
-		MaxRecvMsgBytes:      broker.GRPCMaxRecvMessageBytes(),
-		MaxConcurrentStreams: uint32(broker.GRPCMaxConcurrentStreams()),
-		KeepaliveMinTime:     time.Duration(broker.GRPCKeepaliveMinTimeMs()) * time.Millisecond,
-		KeepaliveTime:        time.Duration(broker.GRPCKeepaliveTimeMs()) * time.Millisecond,
-		KeepaliveTimeout:     time.Duration(broker.GRPCKeepaliveTimeoutMs()) * time.Millisecond,
-		Credentials:          sec.credentials(),
-		Authorize:            sec.authorize(),
-		AuthorizeStream:      sec.authorizeStream(),
-	})
+	b, err := open(logger, backendFlags{f: f, static: static, reg: reg, host: host, port: port, exitOnErr: exitOnReplicaFailure(logger)})
+	if err != nil {
+		return err
+	}
+	broker := b.cfg.Broker()
+	logEffectiveConfig(logger, f, b.cfg)
+	grpcLis = netutil.LimitListener(grpcLis, broker.GRPCMaxConnections())
+	srv := newGRPCServer(logger, b, sec, reg, f, host, port)
 	sec.reloadOnHangup(ctx)
 
 	var ready readiness
-	httpSrv := &http.Server{Handler: newAdminMux(reg, shards, f.pprof, &ready), ReadHeaderTimeout: 10 * time.Second, TLSConfig: sec.metricsTLSConfig(),
-		ErrorLog: zap.NewStdLog(logger.Named("metrics-http"))} // handshake errors and the like, as JSON too
+	httpSrv := &http.Server{Handler: newAdminMux(reg, b.shards, f.pprof, &ready, b.notReady), ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: sec.metricsTLSConfig(), ErrorLog: zap.NewStdLog(logger.Named("metrics-http"))} // handshake errors and the like, as JSON too
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr("gRPC", srv.GRPC.Serve(grpcLis)) }()
 	go func() {
@@ -165,17 +128,12 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 		}
 		errc <- serveErr("metrics HTTP", httpSrv.Serve(metricsLis))
 	}()
-	logger.Info("serving", append([]zap.Field{
-		zap.String("grpc", grpcLis.Addr().String()),
-		zap.String("metrics", metricsLis.Addr().String()),
-		zap.String("advertised", net.JoinHostPort(host, strconv.Itoa(int(port)))),
-		zap.String("data_dir", f.dataDir),
-		zap.Int("partitions", len(shards))}, sec.fields()...)...)
+	logServing(logger, f, grpcLis, metricsLis, host, port, len(b.shards), sec)
 
 	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
-		waitLoaded(ctx, logger, shards, loadStart)
+		b.waitReady(ctx, logger, loadStart)
 		if ctx.Err() == nil {
 			srv.SetServing(true)
 			ready.serving.Store(true)
@@ -189,25 +147,93 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	case runErr = <-errc:
 		logger.Error("server stopped unexpectedly", zap.Error(runErr))
 	}
+	stop(logger, b, srv, httpSrv, &ready, loaded, time.Duration(broker.ShutdownDrainTimeoutMs())*time.Millisecond)
+	return runErr
+}
 
-	drain := time.Duration(broker.ShutdownDrainTimeoutMs()) * time.Millisecond
+// logStopError logs the error that ends the server as a JSON line when the log is not a
+// terminal: log collectors parse every line of a JSON log, and the error is one of them instead
+// of a plain-text line.
+func logStopError(logger *zap.Logger, e env, err *error) {
+	if *err == nil || isTerminal(e.stderr) {
+		return
+	}
+	if ce := logger.Check(zap.ErrorLevel, "coordinatord stopped on an error"); ce != nil {
+		ce.Write(zap.Error(*err))
+		*err = loggedError{*err}
+	}
+}
+
+// takeDataDir checks the data directory and takes its lock: two servers on one data directory
+// would overwrite each other's config store and fight over the state logs, so the second is
+// refused before it reads anything.
+func takeDataDir(logger *zap.Logger, f *serveFlags) (io.Closer, error) {
+	if err := datadir.Check(logger, f.dataDir); err != nil {
+		return nil, badConfig(err)
+	}
+	if f.initialCluster == "" {
+		if err := datadir.CheckMode(f.dataDir, false); err != nil {
+			return nil, badConfig(err)
+		}
+	}
+	dirLock, err := datadir.Lock(vfs.OS(), f.dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir %s: %w", f.dataDir, err)
+	}
+	return dirLock, nil
+}
+
+// newGRPCServer builds the gRPC server over the backend's partitions and configuration.
+func newGRPCServer(logger *zap.Logger, b *backend, sec *security, reg prometheus.Registerer, f *serveFlags, host string, port int32) *service.Server {
+	broker := b.cfg.Broker()
+	state := service.NewStateServer(b.parts, service.StateOptions{
+		NodeID: f.nodeID, Host: host, Port: port, Coordinators: b.coordinators,
+		MaxPartitionsPerRequest: broker.MaxPartitionsPerRequest(),
+		Metrics:                 service.NewMetrics(reg),
+	})
+	return service.NewServer(logger, state, service.NewConfigServer(b.cfg), service.ServerOptions{
+		Registerer:           reg,
+		MaxRecvMsgBytes:      broker.GRPCMaxRecvMessageBytes(),
+		MaxConcurrentStreams: uint32(broker.GRPCMaxConcurrentStreams()),
+		KeepaliveMinTime:     time.Duration(broker.GRPCKeepaliveMinTimeMs()) * time.Millisecond,
+		KeepaliveTime:        time.Duration(broker.GRPCKeepaliveTimeMs()) * time.Millisecond,
+		KeepaliveTimeout:     time.Duration(broker.GRPCKeepaliveTimeoutMs()) * time.Millisecond,
+		Credentials:          sec.credentials(),
+		Authorize:            sec.authorize(),
+		AuthorizeStream:      sec.authorizeStream(),
+	})
+}
+
+// logServing logs, once, where the server listens.
+func logServing(logger *zap.Logger, f *serveFlags, grpcLis, metricsLis net.Listener, host string, port int32, partitions int, sec *security) {
+	fields := []zap.Field{
+		zap.String("grpc", grpcLis.Addr().String()),
+		zap.String("metrics", metricsLis.Addr().String()),
+		zap.String("advertised", net.JoinHostPort(host, strconv.Itoa(int(port)))),
+		zap.String("data_dir", f.dataDir),
+		zap.Int("partitions", partitions)}
+	if f.initialCluster != "" {
+		fields = append(fields, zap.String("raft", f.raftListen), zap.String("initial_cluster", f.initialCluster))
+	}
+	logger.Info("serving", append(fields, sec.fields()...)...)
+}
+
+// stop shuts the server down: readiness turns 503, a cluster node hands its leaderships over,
+// the calls in flight drain (a second signal cuts that short), the shards commit what they
+// accepted and close, and the metrics server ends.
+func stop(logger *zap.Logger, b *backend, srv *service.Server, httpSrv *http.Server, ready *readiness, loaded <-chan struct{}, drain time.Duration) {
 	again := make(chan os.Signal, 1)
 	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(again)
 	ready.stopping.Store(true) // /readyz: 503 while draining
+	b.handOver(logger, min(drain, 10*time.Second))
 	drainCalls(logger, srv.Shutdown, drain, again)
 	<-loaded
-	closeShards(logger, shards) // commit what was accepted, close every log
-	if syncGroup != nil {
-		if err := syncGroup.Close(); err != nil {
-			logger.Error("close the file-system sync group", zap.Error(err))
-		}
-	}
+	b.close(logger)
 	httpCtx, cancel := context.WithTimeout(context.Background(), min(drain, 5*time.Second)) // a scrape or probe in progress
 	defer cancel()
 	_ = httpSrv.Shutdown(httpCtx)
 	logger.Info("stopped")
-	return runErr
 }
 
 // listen checks the two addresses and takes their ports, before anything is created on disk. An
@@ -326,7 +352,9 @@ func waitLoaded(ctx context.Context, logger *zap.Logger, shards []*shard.Shard, 
 	var wg sync.WaitGroup
 	errs := make([]error, len(shards))
 	for i, s := range shards {
-		wg.Go(func() { errs[i] = s.WaitLoaded(ctx) })
+		if s != nil { // a partition this node holds no replica of
+			wg.Go(func() { errs[i] = s.WaitLoaded(ctx) })
+		}
 	}
 	wg.Wait()
 	if ctx.Err() != nil {

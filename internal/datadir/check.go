@@ -51,6 +51,23 @@ func HasConfigStore(dataDir string) bool {
 	return !errors.Is(err, fs.ErrNotExist)
 }
 
+// CheckMode refuses to start a single node (cluster false) on a cluster node's data directory,
+// and a cluster node on a single node's: the one finds no config store where the other keeps
+// its configuration, and the other's logs hold no record of Raft entries.
+func CheckMode(dataDir string, cluster bool) error {
+	_, err := os.Stat(RaftDir(dataDir))
+	hasRaft := !errors.Is(err, fs.ErrNotExist)
+	switch {
+	case cluster && HasConfigStore(dataDir):
+		return fmt.Errorf("--data-dir %s holds the data of a single node (its config store %s): a cluster node cannot start on it; "+
+			"start a new cluster on empty data directories, or run this node without --initial-cluster", dataDir, ConfigStore(dataDir))
+	case !cluster && hasRaft:
+		return fmt.Errorf("--data-dir %s holds the data of a cluster node (%s): start it with the --initial-cluster it was created with",
+			dataDir, RaftDir(dataDir))
+	}
+	return nil
+}
+
 // CheckPartitionCount refuses a partition count n that the state partitions' directories already
 // in dataDir contradict. The config store records the count on first start, but a store that was
 // lost or moved aside would record whatever is configured now; the directories still tell.

@@ -192,3 +192,25 @@ func TestCreatePartitionDirsIsDurable(t *testing.T) {
 		t.Fatalf("want one warning for the failed sync, got %v", logs.All())
 	}
 }
+
+func TestCheckMode(t *testing.T) {
+	single, clustered, empty := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Dir(ConfigStore(single)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ConfigStore(single), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(RaftDir(clustered), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dir     string
+		cluster bool
+		ok      bool
+	}{{single, false, true}, {single, true, false}, {clustered, true, true}, {clustered, false, false}, {empty, true, true}, {empty, false, true}} {
+		if err := CheckMode(c.dir, c.cluster); (err == nil) != c.ok {
+			t.Errorf("CheckMode(%s, cluster %v) = %v, want ok %v", c.dir, c.cluster, err, c.ok)
+		}
+	}
+}

@@ -17,6 +17,17 @@
 //	|   ...
 //	`-- __share_group_state-<N-1>/       N = share.coordinator.state.topic.num.partitions
 //
+// A node of a cluster (--initial-cluster) keeps no config store: its configuration is the
+// cluster's, replicated. It keeps the Raft engine's state in raft/, and in each partition
+// directory it holds a replica of, next to the log, what the replica applied (package raftlog):
+//
+//	<data-dir>/
+//	|-- LOCK
+//	|-- raft/                            the Raft engine's log, snapshots and node identity
+//	`-- __share_group_state-<p>/         the replica's log, as above, plus
+//	    |-- applied                      the Raft index the log holds durably, with its end offset
+//	    `-- recovering                   present while the log is replaced by the leader's
+//
 // A state partition's directory is PartitionPrefix followed by the partition number in decimal,
 // Kafka's topic-partition directory layout for __share_group_state. The names are part of the
 // format: operators back up, restore, inspect (dump-log) and repair (repair-log) partitions by
@@ -27,7 +38,8 @@
 // A server takes the directory in this order, before any partition loads:
 //
 //  1. Check refuses what cannot be a data directory (a file, a symbolic link to nothing) and
-//     warns about one that does not exist yet.
+//     warns about one that does not exist yet; CheckMode refuses a single node's directory to a
+//     cluster node and a cluster node's to a single node.
 //  2. Lock creates the directory durably and takes its lock: a second server is refused before
 //     it reads anything.
 //  3. If HasConfigStore says there is no config store yet, CheckPartitionCount holds the

@@ -26,6 +26,12 @@ func ConfigStore(dataDir string) string {
 	return filepath.Join(dataDir, "config", "store")
 }
 
+// RaftDir returns the directory of the Raft engine's own state on a node of a cluster (its log
+// of entries, its snapshots, the node's identity).
+func RaftDir(dataDir string) string {
+	return filepath.Join(dataDir, "raft")
+}
+
 // Partitions returns the numbers of the state partitions whose directories path holds, in
 // increasing order, or nil when it holds none or is not a directory at all (a partition's log
 // directory or a segment file is no data directory). Files and other directories are ignored.

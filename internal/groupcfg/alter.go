@@ -136,6 +136,20 @@ func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnl
 	if validateOnly || state == cur.state {
 		return results
 	}
+	if m.repl != nil {
+		// Every node applies the change once it is committed, this one before commit returns.
+		if err := m.commit(cur, state, changedGroups); err != nil {
+			m.logger.Error("config change not applied: the cluster did not commit it", zap.Error(err))
+			for _, i := range accepted {
+				results[i].ErrorCode = kafkaerr.UnknownServerError
+				results[i].ErrorMessage = "The change was not committed by the cluster (" + err.Error() +
+					"); it may still be applied: describe the configs to see whether it was."
+			}
+			return results
+		}
+		m.logger.Info("config change committed", zap.Strings("changes", changes))
+		return results
+	}
 	next := *state
 	next.Generation = cur.state.Generation + 1
 	if err := m.store.write(&next); err != nil {

@@ -140,6 +140,9 @@ func (b Broker) List(name string) (items []string, ok bool) {
 // NumPartitions is share.coordinator.state.topic.num.partitions.
 func (b Broker) NumPartitions() int { return b.intOf(keyNumPartitions) }
 
+// ReplicationFactor is share.coordinator.state.topic.replication.factor.
+func (b Broker) ReplicationFactor() int { return b.intOf(keyReplicationFactor) }
+
 // SegmentBytes is share.coordinator.state.topic.segment.bytes.
 func (b Broker) SegmentBytes() int { return b.intOf(keySegmentBytes) }
 

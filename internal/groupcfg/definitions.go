@@ -10,6 +10,7 @@ import (
 // Key names the code refers to. The table below is the authority on every key.
 const (
 	keyNumPartitions        = "share.coordinator.state.topic.num.partitions"
+	keyReplicationFactor    = "share.coordinator.state.topic.replication.factor"
 	keySegmentBytes         = "share.coordinator.state.topic.segment.bytes"
 	keySnapshotCeiling      = "share.coordinator.snapshot.update.records.per.snapshot"
 	keyAppendLingerMs       = "share.coordinator.append.linger.ms"
@@ -150,6 +151,14 @@ func shareCoordinatorDefinitions() []Definition {
 			Doc: "The number of partitions for the share-group state topic (should not change after deployment). " +
 				"Every share-partition key is routed by hash to one of them. coordinatord records the value in the data " +
 				"directory on first start and refuses to start with a different value, because routing would silently move keys.",
+		},
+		{
+			Name: keyReplicationFactor, Type: TypeInt, Default: "3", Validator: Between(1, 7),
+			Importance: ImportanceHigh, Scope: ScopeBroker,
+			Doc: "The number of replicas of each state partition in cluster mode (--initial-cluster): each partition is a Raft " +
+				"group on that many nodes, so it goes on serving while a minority of them is lost. A cluster of fewer nodes " +
+				"replicates every partition on all of them. It decides where the replicas of a new cluster go and should not " +
+				"change after deployment. Ignored by a single node.",
 		},
 		{
 			Name: keySegmentBytes, Type: TypeInt, Default: "104857600", Validator: AtLeast(1 << 20),

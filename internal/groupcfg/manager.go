@@ -36,8 +36,9 @@ type Manager struct {
 	// view is what lookups and DescribeConfigs read; each change publishes a new one.
 	view atomic.Pointer[view]
 
-	mu     sync.Mutex // serializes admin changes, the store and closed
-	store  *store
+	mu     sync.Mutex   // serializes admin changes, the store and closed
+	store  *store       // a single node's; nil in a cluster
+	repl   *replication // a cluster's; nil on a single node
 	closed bool
 }
 

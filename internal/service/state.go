@@ -25,12 +25,26 @@ type Partition interface {
 	ReadSummary(ctx context.Context, r shard.SummaryRequest) shard.SummaryResult
 }
 
+// Coordinator is who serves a state partition, as FindCoordinator answers it: a node, or an
+// error code (NodeID -1) with a message.
+type Coordinator struct {
+	NodeID  int32
+	Host    string
+	Port    int32
+	Code    kafkaerr.Code
+	Message string
+}
+
 // StateOptions configures a StateServer.
 type StateOptions struct {
-	// NodeID, Host and Port are what FindCoordinator answers for every valid key.
+	// NodeID, Host and Port are what FindCoordinator answers for every valid key of a single
+	// node.
 	NodeID int32
 	Host   string
 	Port   int32
+	// Coordinators, when set, says who serves each state partition (a cluster); FindCoordinator
+	// answers it instead of NodeID, Host and Port.
+	Coordinators func(partition int) Coordinator
 	// MaxPartitionsPerRequest bounds the partitions one state request may name (0 = no bound).
 	MaxPartitionsPerRequest int
 	// Metrics records the service metrics; nil records nothing.
@@ -300,7 +314,8 @@ func (s *StateServer) ReadShareGroupStateSummary(ctx context.Context, req *pb.Re
 		})}, nil
 }
 
-// FindCoordinator implements the FindCoordinator RPC: this node owns every state partition.
+// FindCoordinator implements the FindCoordinator RPC: this node owns every state partition, or,
+// in a cluster, the leader of each key's partition does.
 func (s *StateServer) FindCoordinator(_ context.Context, req *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error) {
 	out := make([]*pb.Coordinator, len(req.GetKeys()))
 	for i, raw := range req.GetKeys() {
@@ -310,8 +325,15 @@ func (s *StateServer) FindCoordinator(_ context.Context, req *pb.FindCoordinator
 			c.ErrorCode = errorCode(kafkaerr.InvalidRequest)
 			c.ErrorMessage = fmt.Sprintf("key %q is not a share coordinator key \"groupId:topicId:partition\": %v", raw, err)
 		} else {
-			c.StatePartition = int32(shard.PartitionFor(key.CoordinatorKey(), len(s.partitions)))
-			c.NodeId, c.Host, c.Port = s.opts.NodeID, s.opts.Host, s.opts.Port
+			p := shard.PartitionFor(key.CoordinatorKey(), len(s.partitions))
+			c.StatePartition = int32(p)
+			if s.opts.Coordinators == nil {
+				c.NodeId, c.Host, c.Port = s.opts.NodeID, s.opts.Host, s.opts.Port
+			} else if co := s.opts.Coordinators(p); co.Code != kafkaerr.None {
+				c.ErrorCode, c.ErrorMessage = errorCode(co.Code), co.Message
+			} else {
+				c.NodeId, c.Host, c.Port = co.NodeID, co.Host, co.Port
+			}
 		}
 		out[i] = c
 	}

@@ -355,6 +355,36 @@ func TestFindCoordinator(t *testing.T) {
 	}
 }
 
+// In a cluster, FindCoordinator answers each key's partition leader, or the partition's error.
+func TestFindCoordinatorInACluster(t *testing.T) {
+	parts := make([]Partition, 50)
+	srv := NewStateServer(parts, StateOptions{Coordinators: func(p int) Coordinator {
+		switch {
+		case p == 16:
+			return Coordinator{NodeID: -1, Port: -1, Code: kafkaerr.CoordinatorNotAvailable, Message: "state partition 16 has no leader"}
+		case p%2 == 0:
+			return Coordinator{NodeID: 2, Host: "node-2", Port: 7070}
+		}
+		return Coordinator{NodeID: 3, Host: "node-3", Port: 7071}
+	}})
+	resp, err := srv.FindCoordinator(ctxT(t), &pb.FindCoordinatorRequest{Keys: []string{
+		"group1:AAAAAAAAAAAAAAAAAAAAAA:0", "group1:AAAAAAAAAAAAAAAAAAAAAQ:3", "my-share-group:P6hfZFcXRWKz_CyWP2avpg:7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.GetCoordinators()
+	if c[0].GetStatePartition() != 44 || c[0].GetNodeId() != 2 || c[0].GetHost() != "node-2" || c[0].GetPort() != 7070 {
+		t.Errorf("partition 44: %v, want node 2 at node-2:7070", c[0])
+	}
+	if c[1].GetStatePartition() != 23 || c[1].GetNodeId() != 3 || c[1].GetHost() != "node-3" || c[1].GetPort() != 7071 {
+		t.Errorf("partition 23: %v, want node 3 at node-3:7071", c[1])
+	}
+	if c[2].GetStatePartition() != 16 || c[2].GetErrorCode() != pb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE ||
+		c[2].GetErrorMessage() == "" || c[2].GetNodeId() != -1 {
+		t.Errorf("partition 16: %v, want COORDINATOR_NOT_AVAILABLE", c[2])
+	}
+}
+
 func TestStateOperationMetrics(t *testing.T) {
 	ts := startServer(t, testOptions{})
 	ctx := ctxT(t)

@@ -22,7 +22,12 @@ func (s *Shard) failQueued() {
 }
 
 // commitOps runs first, and any control operation met while collecting its batch, to completion.
+// A replica that does not lead answers first with its role instead.
 func (s *Shard) commitOps(first *op, draining bool) bool {
+	if r, ok := s.leading(); !ok {
+		first.refuse(r)
+		return true
+	}
 	for o := first; o != nil; {
 		var ok bool
 		if o.control() {

@@ -112,6 +112,10 @@ func (l *localLog) EndOffset() int64   { return l.l.EndOffset() }
 func (l *localLog) Size() int64        { return l.l.Size() }
 func (l *localLog) Close() error       { return l.l.Close() }
 
+// StatelogError wraps an error of package statelog (or one that wraps it) in the LogError that
+// says what a shard does about it, for a log built on a statelog; nil stays nil.
+func StatelogError(err error) error { return classify(err) }
+
 // classify wraps a statelog error in the LogError that says what the shard does about it (nil
 // stays nil).
 func classify(err error) error {

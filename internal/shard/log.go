@@ -2,8 +2,10 @@ package shard
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/record"
 )
 
@@ -102,4 +104,52 @@ func failure(err error) (Action, string, string) {
 		cause = " (" + errno.Error() + ")"
 	}
 	return ActionRetry, "a storage error" + cause + "; the server log has the details", ""
+}
+
+// Replicated is implemented by the LogOpener of a log that other replicas append to as well (a
+// state partition replicated with Raft): the shard serves only while its replica leads, and
+// otherwise follows what the leader appends, so that it is ready to lead with its state loaded.
+type Replicated interface {
+	// Changes is signalled when there may be records to follow, the log was replaced, or the
+	// replica's role changed.
+	Changes() <-chan struct{}
+	// Follow hands fn, in order, the records others appended since the shard last loaded the
+	// log, followed it or appended to it. reload: the log was replaced (the replica received
+	// another's log); the shard loads it again.
+	Follow(fn func(offset int64, record []byte) error) (reload bool, err error)
+	// Role is the replica's role now; safe for concurrent use.
+	Role() Role
+}
+
+// Role is what a shard's replica is in its replicated log.
+type Role struct {
+	// Leading: the replica leads, and has confirmed that it holds every committed record: the
+	// shard serves.
+	Leading bool
+	// CatchingUp: the replica was elected and confirms that it holds every committed record.
+	CatchingUp bool
+	// LeaderNode and LeaderAddress name the leader when one is known (0 and "" otherwise).
+	LeaderNode    int64
+	LeaderAddress string
+}
+
+// NotLeading is the answer to an operation of state partition partition on a node that does not
+// lead it: NOT_COORDINATOR naming the leader, COORDINATOR_LOAD_IN_PROGRESS while the node
+// catches up after its election, and COORDINATOR_NOT_AVAILABLE while there is no leader.
+func NotLeading(partition int, r Role) Result { return roleResult(partition, r) }
+
+func roleResult(partition int, r Role) Result {
+	switch {
+	case r.CatchingUp:
+		return Result{Code: kafkaerr.CoordinatorLoadInProgress, Message: fmt.Sprintf(
+			"The coordinator is loading: this node was elected leader of state partition %d and makes sure it holds every committed record.", partition)}
+	case r.LeaderNode != 0 && r.LeaderAddress != "":
+		return Result{Code: kafkaerr.NotCoordinator, Message: fmt.Sprintf(
+			"This is not the correct coordinator: state partition %d is led by node %d (%s).", partition, r.LeaderNode, r.LeaderAddress)}
+	case r.LeaderNode != 0:
+		return Result{Code: kafkaerr.NotCoordinator, Message: fmt.Sprintf(
+			"This is not the correct coordinator: state partition %d is led by node %d.", partition, r.LeaderNode)}
+	}
+	return Result{Code: kafkaerr.CoordinatorNotAvailable, Message: fmt.Sprintf(
+		"The coordinator is not available: state partition %d has no leader; an election is under way.", partition)}
 }

@@ -45,6 +45,9 @@ func (s *Shard) run() {
 		case endLost:
 			s.runLost()
 			return
+		case endReload:
+			s.abortCold(notAvailable("The coordinator is not available: the state partition's log was replaced by its leader's; retry."))
+			continue
 		}
 		// An append failed: the batch may be on disk (even only in the page cache, its
 		// write-back failed) without having been acknowledged; the log cuts it off when it is
@@ -234,6 +237,7 @@ const (
 	endClosed       activeEnd = iota // the shard closed (and shut down)
 	endAppendFailed                  // an append failed: reload
 	endLost                          // the log failed while the shard was idle: fail for good
+	endReload                        // a replicated log was replaced, or could not be followed: load it again
 )
 
 // runActive applies operations until the shard is closed, a commit fails or the log fails.
@@ -241,62 +245,161 @@ const (
 // they finish, as Kafka's timers are. A cold-snapshot job commits a chunk of its snapshots at a
 // time (see coldChunk), and the operations queued meanwhile get a group commit between chunks.
 func (s *Shard) runActive() activeEnd {
-	pruneT := newJobTimer(s.opts.PruneInterval)
-	coldT := newJobTimer(s.opts.ColdSnapshotInterval)
-	defer pruneT.stop()
-	defer coldT.stop()
-	logFailed := s.opener.Failed()
+	a := activeLoop{s: s, prune: newJobTimer(s.opts.PruneInterval), cold: newJobTimer(s.opts.ColdSnapshotInterval),
+		logFailed: s.opener.Failed()}
+	defer a.prune.stop()
+	defer a.cold.stop()
+	if s.repl != nil {
+		a.changes = s.repl.Changes()
+	}
 	for {
 		// Checked before any commit too, not only by the selects below: a select that finds an
 		// operation and the failure ready at once may take the operation, whose append the failed
 		// log would refuse, and the shard would reload as if an append of its own had failed.
-		if s.logLost(logFailed) {
+		if s.logLost(a.logFailed) {
 			return endLost
 		}
 		if s.cold.takeTimerDone() {
 			s.jobFinished(opCold)
-			coldT.reset()
+			a.cold.reset()
 		}
+		step := a.idle
 		if s.cold.running() {
-			select {
-			case <-logFailed:
-				continue // between chunks everything the job appended is durable: as when idle
-			case o := <-s.ops:
-				if !s.commitReceived(o, logFailed) {
-					return s.failedEnd()
-				}
-			case <-s.drain:
-				return s.runDraining()
-			default:
-			}
-			if s.cold.running() && !s.coldChunk() {
-				return s.failedEnd()
-			}
-			continue
+			step = a.betweenChunks
 		}
-		select {
-		case <-logFailed:
-			continue // between commits everything appended is durable: there is nothing to cut
-		case o := <-s.ops:
-			if !s.commitReceived(o, logFailed) {
-				return s.failedEnd()
-			}
-		case <-pruneT.c():
-			if _, err := s.prune(); err != nil {
-				s.logger.Warn("prune failed", zap.Error(err))
-			}
-			s.jobFinished(opPrune)
-			pruneT.reset()
-		case <-coldT.c():
-			if s.logLost(logFailed) {
-				return endLost
-			}
-			if !s.startCold(nil, true) {
-				return s.failedEnd()
-			}
-		case <-s.drain:
-			return s.runDraining()
+		if end, done := step(); done {
+			return end
 		}
+	}
+}
+
+// activeLoop is what runActive waits on: the timers of the prune and cold-snapshot jobs, the
+// log's failure, and a replicated log's changes.
+type activeLoop struct {
+	s           *Shard
+	prune, cold jobTimer
+	logFailed   <-chan struct{}
+	changes     <-chan struct{} // a replicated log's: records to follow, or a new role
+}
+
+// betweenChunks takes what came while a cold-snapshot job runs, without waiting, then commits
+// the job's next chunk. done: runActive returns end.
+func (a *activeLoop) betweenChunks() (end activeEnd, done bool) {
+	s := a.s
+	select {
+	case <-a.logFailed:
+		return 0, false // between chunks everything the job appended is durable: as when idle
+	case <-a.changes:
+		if !s.follow() {
+			return endReload, true
+		}
+	case o := <-s.ops:
+		if !s.commitReceived(o, a.logFailed) {
+			return s.failedEnd(), true
+		}
+	case <-s.drain:
+		return s.runDraining(), true
+	default:
+	}
+	if s.cold.running() && !s.coldChunk() {
+		return s.failedEnd(), true
+	}
+	return 0, false
+}
+
+// idle waits for the next operation, job or change and runs it. done: runActive returns end.
+func (a *activeLoop) idle() (end activeEnd, done bool) {
+	s := a.s
+	select {
+	case <-a.logFailed:
+		return 0, false // between commits everything appended is durable: there is nothing to cut
+	case <-a.changes:
+		if !s.follow() {
+			return endReload, true
+		}
+	case o := <-s.ops:
+		if !s.catchUp(a.changes) {
+			s.requeue(o)
+			return endReload, true
+		}
+		if !s.commitReceived(o, a.logFailed) {
+			return s.failedEnd(), true
+		}
+	case <-a.prune.c():
+		if _, err := s.prune(); err != nil {
+			s.logger.Warn("prune failed", zap.Error(err))
+		}
+		s.jobFinished(opPrune)
+		a.prune.reset()
+	case <-a.cold.c():
+		return a.coldTimer()
+	case <-s.drain:
+		return s.runDraining(), true
+	}
+	return 0, false
+}
+
+// coldTimer starts the timer's cold-snapshot job, on a leader.
+func (a *activeLoop) coldTimer() (end activeEnd, done bool) {
+	s := a.s
+	if s.logLost(a.logFailed) {
+		return endLost, true
+	}
+	if _, leading := s.leading(); !leading {
+		a.cold.reset() // only a leader writes cold snapshots; its followers copy them
+		return 0, false
+	}
+	if !s.startCold(nil, true) {
+		return s.failedEnd(), true
+	}
+	return 0, false
+}
+
+// leading reports whether the shard may apply operations: always on a local log, while its
+// replica leads on a replicated one. r is the answer to operations otherwise.
+func (s *Shard) leading() (r Result, ok bool) {
+	if s.repl == nil {
+		return Result{}, true
+	}
+	role := s.repl.Role()
+	if role.Leading {
+		return Result{}, true
+	}
+	return roleResult(s.opts.Partition, role), false
+}
+
+// follow applies the records other replicas' leaders appended to a replicated log, as a load
+// replays them. false: the log was replaced, or a record could not be applied (the state may
+// then be partly updated): the shard loads the log again.
+func (s *Shard) follow() bool {
+	n := 0
+	reload, err := s.repl.Follow(func(offset int64, record []byte) error {
+		n++
+		return s.m.replayRaw(offset, record)
+	})
+	if err != nil {
+		s.logger.Warn("following the replicated log failed; loading it again", zap.Error(err))
+		return false
+	}
+	if reload {
+		s.logger.Info("the replicated log was replaced; loading it again")
+		return false
+	}
+	if n > 0 {
+		s.publish()
+	}
+	return true
+}
+
+// catchUp follows what is pending before a leader builds on its state: records appended by
+// others while it led (none while it keeps leading), or the ones a new leader had not followed
+// yet when it took office. false: load the log again.
+func (s *Shard) catchUp(changes <-chan struct{}) bool {
+	select {
+	case <-changes:
+		return s.follow()
+	default:
+		return true
 	}
 }
 

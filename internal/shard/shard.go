@@ -78,6 +78,7 @@ type Shard struct {
 	logger  *zap.Logger
 	opts    Options
 	opener  LogOpener
+	repl    Replicated // the opener's, for a replicated log; nil otherwise
 	m       *machine
 	metrics *shardMetrics
 	ops     chan *op
@@ -136,6 +137,7 @@ func start(logger *zap.Logger, provider Provider, opts Options, log LogOpener, p
 		logger:     logger,
 		opts:       opts,
 		opener:     log,
+		repl:       replicated(log),
 		m:          newMachine(logger, provider, opts.Now, opts.ColdSnapshotInterval, log.MaxRecordBytes()),
 		metrics:    newShardMetrics(opts.Metrics, opts.Partition),
 		ops:        make(chan *op, opts.QueueSize),
@@ -399,10 +401,21 @@ func notApplied(why string) Result {
 	return notAvailable("The operation was not applied: " + why + ".")
 }
 
-// gate answers for a shard that is not Active.
+// replicated returns log's Replicated, if it has one.
+func replicated(log LogOpener) Replicated {
+	r, _ := log.(Replicated)
+	return r
+}
+
+// gate answers for a shard that is not Active, or whose replica does not lead.
 func (s *Shard) gate() (Result, bool) {
 	switch State(s.state.Load()) {
 	case Active:
+		if s.repl != nil {
+			if r := s.repl.Role(); !r.Leading {
+				return roleResult(s.opts.Partition, r), false
+			}
+		}
 		return Result{}, true
 	case Loading:
 		st := s.Status()

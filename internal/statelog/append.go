@@ -58,11 +58,14 @@ func (l *Log) Append(records [][]byte) (first int64, err error) {
 		return 0, l.failAppend(fmt.Errorf("statelog: append to %s: %w", active.path, err), active)
 	}
 	took := -1.0 // a sync group records its own syncs
-	if g := l.opts.SyncGroup; g != nil {
+	switch g := l.opts.SyncGroup; {
+	case l.opts.DeferSync:
+		l.dirty = true
+	case g != nil:
 		if err := g.Sync(); err != nil {
 			return 0, l.failAppend(fmt.Errorf("statelog: sync the file system of %s: %w", active.path, err), active)
 		}
-	} else {
+	default:
 		began := time.Now()
 		if err := l.active.Sync(); err != nil {
 			return 0, l.failAppend(fmt.Errorf("statelog: sync %s: %w", active.path, err), active)
@@ -124,9 +127,12 @@ func (l *Log) frame(records [][]byte, frameSize int, base int64) []byte {
 	return buf
 }
 
-// roll seals the active segment (already synced by the append that filled it) and starts a
-// new one at the end offset.
+// roll seals the active segment (already synced by the append that filled it, or synced here
+// for a log that defers its syncs) and starts a new one at the end offset.
 func (l *Log) roll() error {
+	if err := l.syncActive(); err != nil {
+		return err
+	}
 	seg, f, err := l.createSegment(l.end.Load())
 	if err != nil {
 		return err

@@ -31,6 +31,7 @@ type Log struct {
 	buf      []byte    // frame assembly buffer, reused across appends
 	failed   error     // first write-side failure; sticky
 	closed   bool
+	dirty    bool // DeferSync: the active segment holds appends not yet synced
 
 	start atomic.Int64
 	end   atomic.Int64
@@ -135,7 +136,10 @@ func (l *Log) Close() error {
 	}
 	var err error
 	if l.failed == nil && l.opts.SyncGroup.Err() == nil && l.active != nil {
-		err = writeOffsetFile(l.fs, l.dir, cleanFileName, cleanTmpName, cleanMagic, l.end.Load())
+		// The clean-end file vouches that the log ends there durably.
+		if err = l.Sync(); err == nil {
+			err = writeOffsetFile(l.fs, l.dir, cleanFileName, cleanTmpName, cleanMagic, l.end.Load())
+		}
 	}
 	l.closed = true
 	if cerr := l.closeFiles(); cerr != nil || err != nil {
@@ -146,7 +150,7 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) closeFiles() error {
-	l.remover.wait()
+	l.remover.close()
 	var errs []error
 	if l.active != nil {
 		if err := l.active.Close(); err != nil {

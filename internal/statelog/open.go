@@ -216,6 +216,9 @@ func (l *Log) inspectDir(deliver func(int64, []byte) error) (*dirState, error) {
 // logs the files it leaves alone, so that the log recovery builds on holds only live segments.
 func (l *Log) removeLeftovers(st *dirState) error {
 	for _, name := range st.stray {
+		if slices.Contains(l.opts.OwnerFiles, name) {
+			continue
+		}
 		l.logger.Warn("ignoring unknown file in state log directory", zap.String("file", name))
 	}
 	if st.staleTmp {

@@ -57,6 +57,17 @@ type Options struct {
 	// on the group's file system; Open and Load refuse a log elsewhere, and a log whose group
 	// has failed.
 	SyncGroup *SyncGroup
+	// DeferSync makes Append return once its frame is written, without syncing it: Sync makes
+	// every append before it durable, and Close syncs before it records the clean end. It is for
+	// a log that is a copy of records held durably elsewhere (a replica of a state partition,
+	// whose Raft log holds them until the replica syncs): after a crash, what followed the last
+	// Sync may be lost or torn anywhere past it, so the owner reopens the log with TruncateAfter
+	// set to the end of its last Sync. A sealed segment is synced when the log rolls past it.
+	// It cannot be combined with SyncGroup.
+	DeferSync bool
+	// OwnerFiles names files in the log's directory that belong to the log's owner (such as a
+	// replica's record of what it applied): Open leaves them alone without reporting them.
+	OwnerFiles []string
 }
 
 // resolve fills in defaults and rejects values the log cannot honour.
@@ -77,6 +88,8 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("statelog: MaxRecordBytes %d outside [1, %d]", o.MaxRecordBytes, MaxBatchBytes-recordPrefixSize)
 	case o.ReadBufferBytes < 0:
 		return o, fmt.Errorf("statelog: ReadBufferBytes %d is negative", o.ReadBufferBytes)
+	case o.DeferSync && o.SyncGroup != nil:
+		return o, fmt.Errorf("statelog: DeferSync and SyncGroup exclude each other")
 	}
 	o.ReadBufferBytes = min(max(o.ReadBufferBytes, minReadBufferBytes), MaxReadBufferBytes)
 	if o.FS == nil {

@@ -27,6 +27,8 @@ type segmentRemover struct {
 	queue   []string // files to delete, oldest first
 	failed  []string // files whose deletion failed, oldest first: queued again by remove
 	running bool     // a goroutine is draining queue
+	pins    int      // open snapshots that may read queued files: no deletion while > 0
+	closed  bool     // the log is closed: what is queued is left to the next Open
 	wg      sync.WaitGroup
 }
 
@@ -39,10 +41,44 @@ func (r *segmentRemover) remove(paths []string) {
 	defer r.mu.Unlock()
 	r.queue = slices.Concat(r.failed, r.queue, paths)
 	r.failed = nil
-	if !r.running {
+	r.startLocked()
+}
+
+// startLocked starts a goroutine draining the queue unless one runs, a snapshot pins the
+// files, the log is closed or nothing is queued. r.mu is held.
+func (r *segmentRemover) startLocked() {
+	if !r.running && r.pins == 0 && !r.closed && len(r.queue) > 0 {
 		r.running = true
 		r.wg.Go(r.drain)
 	}
+}
+
+// pin holds back deletions until unpin: a snapshot reads segments the log may drop meanwhile.
+func (r *segmentRemover) pin() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pins++
+}
+
+// unpin releases a pin; the last one lets the queued deletions go ahead. It may be called from
+// any goroutine, also after the log is closed.
+func (r *segmentRemover) unpin() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pins--
+	r.startLocked()
+}
+
+// close returns once the queued deletions have been tried and stops deleting (the log is
+// closing). Files that a snapshot still pins are left: they lie below the durable log-start
+// offset, and the next Open deletes them. Nothing is deleted after close returns, since a new
+// log may then be created in the directory, with file names that the queue holds.
+func (r *segmentRemover) close() {
+	r.wait()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.wait() // a drain that an unpin started meanwhile stops after its batch
 }
 
 // drain deletes queued files until the queue is empty. A failed deletion is logged and tried
@@ -53,6 +89,10 @@ func (r *segmentRemover) drain() {
 		r.mu.Lock()
 		paths := r.queue
 		r.queue = nil
+		if r.pins > 0 || r.closed {
+			r.queue = paths
+			paths = nil
+		}
 		if len(paths) == 0 {
 			r.running = false
 			r.mu.Unlock()

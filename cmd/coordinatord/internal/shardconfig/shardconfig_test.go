@@ -57,8 +57,8 @@ func TestEveryFieldIsDecided(t *testing.T) {
 		"Shard.MaxBatchRecords": true, "Shard.MaxBatchBytes": true, "Shard.Now": true, "Shard.QueueSize": true,
 		"Shard.RetryBackoff": true, "Shard.MaxRetryBackoff": true,
 		"Log.MaxRecordBytes": true, "Log.FS": true,
-		// Set by the log's owner: the local log after a failed append.
-		"Log.TruncateAfter": true,
+		// Set by the log's owner: the local log after a failed append, or a cluster's replica.
+		"Log.TruncateAfter": true, "Log.DeferSync": true, "Log.OwnerFiles": true,
 	}
 	o := FromBroker(broker(t), "/data", 3) // every mapped field is non-zero with the defaults
 	var walk func(prefix string, v reflect.Value)

@@ -1,0 +1,398 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	sm "github.com/lni/dragonboat/v4/statemachine"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/raftlog"
+)
+
+// Raft shard ids: the partitions' shards follow the cluster metadata's, leaving room for more
+// shards of the cluster's own. They are part of the format of the Raft engine's directory.
+const (
+	metadataShardID    = 1
+	partitionShardBase = 1000
+	// deploymentID keeps replication traffic of another dragonboat program, which may use the
+	// default id 0, from reaching a coordinatord node and the other way round.
+	deploymentID = 0x636f6f72_64696e61 // "coordina"
+)
+
+// Engine sizes. ExecShards and LogDBShards cannot change once a node has started (they decide
+// which log-store shard holds each Raft shard's log): with fewer of them, more Raft shards share
+// one write and one fsync of the log store per round, which is what a write path bound by
+// fsyncs wants; two let the two cores of a small machine step Raft shards in parallel. The log
+// store's write buffers (WriteBufferBytes × WriteBuffers per shard) bound its memory; the
+// default configuration reserves 8 GiB.
+const (
+	execShards       = 2
+	logDBShards      = 2
+	writeBufferBytes = 8 << 20
+	writeBuffers     = 3
+	// snapshotEntries is how many entries a partition's Raft log holds before its replica
+	// syncs its statelog and the Raft log is compacted (keeping compactionOverhead entries for
+	// followers slightly behind): a snapshot of an on-disk state machine records only where
+	// its own log is durable, so it costs a sync, not a copy.
+	snapshotEntries    = 2000
+	compactionOverhead = 500
+	maxInMemLogBytes   = 64 << 20
+	sendQueueBytes     = 128 << 20
+)
+
+// Node is one coordinatord node of a cluster: the Raft engine that replicates every state
+// partition it holds a replica of, and what it knows of each partition's leadership.
+type Node struct {
+	logger    *zap.Logger
+	cfg       Config
+	nh        *dragonboat.NodeHost
+	placement placement
+	parts     []*Partition // by state partition; nil where this node holds no replica
+	meta      *metadata
+	metrics   *metrics
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+	leaving   atomic.Bool // leaderships handed over for a stop: ask for none
+
+	stop    chan struct{}
+	workers sync.WaitGroup
+}
+
+// Start starts the node's Raft engine and a replica of every state partition placed on it. A
+// replica whose log cannot be opened is not started: its partition is Failed on this node
+// (Partition.Err) while the other replicas serve it.
+func Start(logger *zap.Logger, cfg Config) (*Node, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	routeEngineLogs(logger)
+	n := &Node{logger: logger, cfg: cfg, placement: newPlacement(cfg.memberIDs(), cfg.ReplicationFactor), stop: make(chan struct{})}
+	n.metrics = newMetrics(cfg.Registerer, n)
+	nhc := config.NodeHostConfig{
+		DeploymentID:        deploymentID,
+		NodeHostDir:         cfg.Dir,
+		RTTMillisecond:      uint64(cfg.Timing.RTT / time.Millisecond),
+		RaftAddress:         cfg.raftAddress(),
+		ListenAddress:       cfg.ListenAddress,
+		RaftEventListener:   n,
+		MaxSendQueueSize:    sendQueueBytes,
+		MaxReceiveQueueSize: sendQueueBytes,
+		Expert: config.ExpertConfig{
+			Engine: config.EngineConfig{ExecShards: execShards, CommitShards: 1, ApplyShards: 4, SnapshotShards: 2, CloseShards: 2},
+			LogDB:  logDBConfig(),
+		},
+	}
+	nh, err := dragonboat.NewNodeHost(nhc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start the Raft engine in %s: %w", cfg.Dir, err)
+	}
+	n.nh = nh
+	n.meta = newMetadata(cfg.Config)
+	metaCfg := n.raftConfig(metadataShardID)
+	metaCfg.SnapshotEntries, metaCfg.CompactionOverhead = 1000, 100
+	if err := nh.StartReplica(n.initialMembers(n.placement.members), false,
+		func(uint64, uint64) sm.IStateMachine { return n.meta }, metaCfg); err != nil {
+		nh.Close()
+		return nil, fmt.Errorf("cluster: start the cluster metadata replica: %w", err)
+	}
+	n.workers.Go(n.register)
+	n.parts = make([]*Partition, cfg.Partitions)
+	for p := range cfg.Partitions {
+		if !n.placement.holds(p, cfg.NodeID) {
+			continue
+		}
+		part := n.newPartition(p)
+		n.parts[p] = part
+		if err := part.start(); err != nil {
+			part.failed = err
+			logger.Error("state partition replica not started", zap.Int("state_partition", p), zap.Error(err))
+		}
+	}
+	n.workers.Go(n.balance)
+	return n, nil
+}
+
+func logDBConfig() config.LogDBConfig {
+	c := config.GetTinyMemLogDBConfig()
+	c.Shards = logDBShards
+	c.KVWriteBufferSize = writeBufferBytes
+	c.KVMaxWriteBufferNumber = writeBuffers
+	c.KVTargetFileSizeBase = 8 << 20
+	c.KVMaxBytesForLevelBase = 64 << 20
+	c.SaveBufferSize = 32 << 10
+	c.MaxSaveBufferSize = 4 << 20
+	return c
+}
+
+// raftConfig is the Raft configuration of shard shardID on this node.
+func (n *Node) raftConfig(shardID uint64) config.Config {
+	return config.Config{
+		ReplicaID:           n.cfg.NodeID,
+		ShardID:             shardID,
+		CheckQuorum:         true,
+		PreVote:             true,
+		ElectionRTT:         n.cfg.Timing.ElectionTicks,
+		HeartbeatRTT:        n.cfg.Timing.HeartbeatTicks,
+		SnapshotEntries:     snapshotEntries,
+		CompactionOverhead:  compactionOverhead,
+		MaxInMemLogSize:     maxInMemLogBytes,
+		OrderedConfigChange: true,
+	}
+}
+
+// initialMembers is the founding membership of a Raft shard held by the nodes ids.
+func (n *Node) initialMembers(ids []uint64) map[uint64]dragonboat.Target {
+	m := make(map[uint64]dragonboat.Target, len(ids))
+	for _, id := range ids {
+		m[id] = n.cfg.InitialMembers[id]
+	}
+	return m
+}
+
+// Partition returns this node's replica of state partition p, or nil if it holds none.
+func (n *Node) Partition(p int) *Partition {
+	if p < 0 || p >= len(n.parts) {
+		return nil
+	}
+	return n.parts[p]
+}
+
+// NodeID returns this node's id.
+func (n *Node) NodeID() uint64 { return n.cfg.NodeID }
+
+// LeaderUpdated implements raftio.IRaftEventListener: dragonboat reports each change of a Raft
+// shard's leader (or the loss of it) from one goroutine, which must not block.
+func (n *Node) LeaderUpdated(info raftio.LeaderInfo) {
+	if info.ShardID >= partitionShardBase {
+		if p := n.Partition(int(info.ShardID - partitionShardBase)); p != nil {
+			p.leaderUpdated(info)
+		}
+	}
+}
+
+// Close stops the node: the Raft engine and every replica. It is idempotent.
+func (n *Node) Close() {
+	n.closeOnce.Do(func() {
+		n.closed.Store(true)
+		close(n.stop)
+		n.workers.Wait()
+		n.nh.Close()
+	})
+}
+
+// proposer proposes on one Raft shard through the node's engine.
+type proposer struct {
+	nh      *dragonboat.NodeHost
+	shardID uint64
+	latency prometheus.Observer // nil: not recorded
+}
+
+// notCommitted classifies the errors dragonboat returns before it proposed anything, or for a
+// proposal it dropped: nothing will be committed.
+func notCommitted(err error) bool {
+	return errors.Is(err, dragonboat.ErrSystemBusy) || errors.Is(err, dragonboat.ErrShardNotReady) ||
+		errors.Is(err, dragonboat.ErrShardNotFound) || errors.Is(err, dragonboat.ErrClosed) ||
+		errors.Is(err, dragonboat.ErrPayloadTooBig) || errors.Is(err, dragonboat.ErrRejected) ||
+		errors.Is(err, dragonboat.ErrInvalidOperation) || errors.Is(err, dragonboat.ErrShardNotInitialized)
+}
+
+func (p proposer) Propose(ctx context.Context, cmd []byte) (uint64, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0, errors.New("cluster: a proposal needs a deadline")
+	}
+	rs, err := p.nh.Propose(p.nh.GetNoOPSession(p.shardID), cmd, time.Until(deadline))
+	if err != nil {
+		if notCommitted(err) {
+			return 0, fmt.Errorf("%w: %w", raftlog.ErrNotCommitted, err)
+		}
+		return 0, err
+	}
+	defer rs.Release()
+	began := time.Now()
+	select {
+	case r := <-rs.AppliedC():
+		switch {
+		case r.Completed():
+			if p.latency != nil {
+				p.latency.Observe(time.Since(began).Seconds())
+			}
+			return r.GetResult().Value, nil
+		case r.Dropped():
+			return 0, fmt.Errorf("%w: dropped (no leader, or leadership changed)", raftlog.ErrNotCommitted)
+		case r.Rejected():
+			return 0, fmt.Errorf("%w: rejected", raftlog.ErrNotCommitted)
+		case r.Timeout():
+			return 0, errors.New("cluster: the proposal timed out")
+		case r.Terminated():
+			return 0, errors.New("cluster: the replica stopped before the proposal completed")
+		default:
+			return 0, errors.New("cluster: the proposal was aborted")
+		}
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (p proposer) ReadIndex(ctx context.Context) error {
+	_, err := p.nh.SyncRead(ctx, p.shardID, nil)
+	return err
+}
+
+var _ raftio.IRaftEventListener = (*Node)(nil)
+
+// proposeMetadata commits c to the cluster metadata, retrying while it has no leader, until ctx
+// ends.
+func (n *Node) proposeMetadata(ctx context.Context, c metadataCommand) (sm.Result, error) {
+	cmd, err := json.Marshal(c)
+	if err != nil {
+		return sm.Result{}, err
+	}
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 3*time.Second)
+		res, err := n.nh.SyncPropose(attempt, n.nh.GetNoOPSession(metadataShardID), cmd)
+		cancel()
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return sm.Result{}, fmt.Errorf("cluster: commit to the cluster metadata: %w (last attempt: %w)", ctx.Err(), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-n.stop:
+			return sm.Result{}, ErrClosed
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// ErrClosed is returned by a Node that was closed.
+var ErrClosed = errors.New("cluster: the node is closed")
+
+// register records this node's addresses in the cluster metadata, once it differs.
+func (n *Node) register() {
+	want := NodeInfo{GRPCAddress: n.cfg.GRPCAddress, RaftAddress: n.cfg.raftAddress()}
+	ctx, cancel := n.stopContext()
+	defer cancel()
+	for {
+		if info, ok := n.meta.node(n.cfg.NodeID); ok && info == want {
+			return
+		}
+		id := n.cfg.NodeID
+		if _, err := n.proposeMetadata(ctx, metadataCommand{Node: &id, Info: &want}); err != nil {
+			return // closed
+		}
+	}
+}
+
+// stopContext is a context that ends when the node closes.
+func (n *Node) stopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// RecordPartitions records the number of state partitions in the cluster metadata on the
+// cluster's first start and returns the number recorded, which every node must use: the
+// number decides which partition a key belongs to.
+func (n *Node) RecordPartitions(ctx context.Context) (int, error) {
+	count := n.cfg.Partitions
+	res, err := n.proposeMetadata(ctx, metadataCommand{Init: &count})
+	if err != nil {
+		return 0, err
+	}
+	return int(res.Value), nil
+}
+
+// ProposeConfig commits a configuration change and returns what the ConfigReplica answered
+// when it applied it on this node.
+func (n *Node) ProposeConfig(ctx context.Context, change []byte) ([]byte, error) {
+	res, err := n.proposeMetadata(ctx, metadataCommand{Config: change})
+	if err != nil {
+		return nil, err
+	}
+	return res.Data, nil
+}
+
+// CoordinatorState says whether a partition's leader is known.
+type CoordinatorState int
+
+// The states of a partition's coordinator.
+const (
+	// CoordinatorKnown: Node leads the partition (Node may be this node).
+	CoordinatorKnown CoordinatorState = iota
+	// CoordinatorElecting: no leader is known; an election is under way.
+	CoordinatorElecting
+	// CoordinatorLoading: this node was elected and its shard catches up.
+	CoordinatorLoading
+)
+
+// Coordinator is who serves a state partition, as this node knows it.
+type Coordinator struct {
+	State   CoordinatorState
+	Node    uint64
+	Address string // the leader's gRPC address; "" when not known yet
+}
+
+// Coordinator returns who leads state partition p: what this node's replica knows, or, for a
+// partition it holds no replica of, the last leadership its leader announced.
+func (n *Node) Coordinator(p int) Coordinator {
+	var c Coordinator
+	if part := n.Partition(p); part != nil && part.failed == nil {
+		r := part.Role()
+		switch {
+		case r.Leader == 0:
+			return Coordinator{State: CoordinatorElecting}
+		case r.Confirming:
+			c = Coordinator{State: CoordinatorLoading, Node: r.Leader}
+		default:
+			c = Coordinator{State: CoordinatorKnown, Node: r.Leader}
+		}
+	} else if h, ok := n.meta.leaderHint(p); ok {
+		c = Coordinator{State: CoordinatorKnown, Node: h.Node}
+	} else {
+		return Coordinator{State: CoordinatorElecting}
+	}
+	if c.Node == n.cfg.NodeID {
+		c.Address = n.cfg.GRPCAddress
+	} else if info, ok := n.meta.node(c.Node); ok {
+		c.Address = info.GRPCAddress
+	}
+	return c
+}
+
+// announce records in the cluster metadata that this node leads partition p at term, for the
+// nodes that hold no replica of it.
+func (n *Node) announce(p int, term uint64) {
+	if len(n.placement.members) <= n.placement.factor {
+		return // every node holds every partition and knows its leader
+	}
+	n.workers.Go(func() {
+		ctx, cancel := n.stopContext()
+		defer cancel()
+		ctx, cancelT := context.WithTimeout(ctx, 10*time.Second)
+		defer cancelT()
+		_, _ = n.proposeMetadata(ctx, metadataCommand{Leader: &p, Hint: &LeaderHint{Node: n.cfg.NodeID, Term: term}})
+	})
+}

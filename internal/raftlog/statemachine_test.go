@@ -1,0 +1,316 @@
+package raftlog
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
+)
+
+// Every replica ends with the same log, and the shards of the followers hold what the leader's
+// shard appended.
+func TestReplicasAgree(t *testing.T) {
+	r := newFakeRaft(t, 3)
+	leader := newShardModel(t, NewReplica(r.replicas[0].sm, r.proposer(1), time.Second))
+	followers := []*shardModel{
+		newShardModel(t, NewReplica(r.replicas[1].sm, r.proposer(2), time.Second)),
+		newShardModel(t, NewReplica(r.replicas[2].sm, r.proposer(3), time.Second)),
+	}
+	for i := range 20 {
+		if err := leader.append("a"+string(rune('a'+i)), 1+i%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := recordsOf(t, r.replicas[0])
+	for _, fr := range r.replicas[1:] {
+		if got := recordsOf(t, fr); !slices.Equal(got, want) {
+			t.Fatalf("replica %d holds %v, the leader %v", fr.id, got, want)
+		}
+	}
+	for i, f := range followers {
+		f.follow()
+		if got := f.list(); !slices.Equal(got, want) {
+			t.Fatalf("follower shard %d holds %v, want %v", i, got, want)
+		}
+	}
+	if !slices.Equal(leader.list(), want) {
+		t.Fatalf("the leader's shard holds %v, its log %v", leader.list(), want)
+	}
+}
+
+// An entry built on a log another leader has appended to since is refused by every replica: the
+// deposed leader's shard learns ErrConflict, follows and can append again.
+func TestStaleLeaderIsRefused(t *testing.T) {
+	r := newFakeRaft(t, 3)
+	old := newShardModel(t, NewReplica(r.replicas[0].sm, r.proposer(1), time.Second))
+	if err := old.append("x", 2); err != nil {
+		t.Fatal(err)
+	}
+	newer := newShardModel(t, NewReplica(r.replicas[1].sm, r.proposer(2), time.Second))
+	if err := newer.append("y", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The old leader's shard has not followed "y": its replica knows, and refuses at once.
+	if err := old.append("z", 1); !errors.Is(err, ErrBehind) {
+		t.Fatalf("append before following: %v, want ErrBehind", err)
+	}
+	// Built on the old end, proposed anyway (as a deposed leader whose replica had not yet
+	// applied "y" would): every replica refuses it.
+	cmd := appendEntry(nil, &entry{expectedEnd: 2, proposer: 1, seq: 99, records: [][]byte{[]byte("stale")}})
+	value, err := r.proposer(1).Propose(t.Context(), cmd)
+	if err != nil || value != resultConflict {
+		t.Fatalf("stale entry: result %d, %v; want a conflict", value, err)
+	}
+	old.follow()
+	if err := old.append("z", 1); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"0:x-0", "1:x-1", "2:y-0", "3:z-0"}
+	for _, fr := range r.replicas {
+		if got := recordsOf(t, fr); !slices.Equal(got, want) {
+			t.Fatalf("replica %d holds %v, want %v", fr.id, got, want)
+		}
+	}
+}
+
+// A replica that stops without syncing keeps what its last sync covered; the entries after it
+// are applied again, and its log ends as the others'.
+func TestRestartReappliesWhatWasNotSynced(t *testing.T) {
+	r := newFakeRaft(t, 3)
+	leader := newShardModel(t, NewReplica(r.replicas[0].sm, r.proposer(1), time.Second))
+	crash := r.replicas[2]
+	for i := range 10 {
+		if err := leader.append("s", 2); err != nil {
+			t.Fatal(err)
+		}
+		if i == 4 {
+			if err := crash.sm.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Power cut: only what was synced survives (some unsynced bytes too, at random).
+	r.mu.Lock()
+	crash.fs = crash.fs.CrashClone(faultfs.CrashOptions{ZeroFill: true})
+	crash.up = false
+	r.mu.Unlock()
+	r.open(crash)
+	if crash.sm.AppliedIndex() != 10 {
+		t.Fatalf("applied %d after catching up, want 10", crash.sm.AppliedIndex())
+	}
+	if got, want := recordsOf(t, crash), recordsOf(t, r.replicas[0]); !slices.Equal(got, want) {
+		t.Fatalf("restarted replica holds %v, want %v", got, want)
+	}
+}
+
+// A replica far behind receives the leader's log as a snapshot: its log becomes the leader's,
+// with the same offsets from the same log-start offset, and its shard loads it.
+func TestSnapshotReplacesALaggingLog(t *testing.T) {
+	r := newFakeRaft(t, 3)
+	leader := newShardModel(t, NewReplica(r.replicas[0].sm, r.proposer(1), time.Second))
+	lag := r.replicas[2]
+	lagShard := newShardModel(t, NewReplica(lag.sm, r.proposer(3), time.Second))
+	r.mu.Lock()
+	lag.up = false
+	r.mu.Unlock()
+	for range 30 {
+		if err := leader.append("big", 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.replicas[0].sm.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.rep.SetStartOffset(60); err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := r.replicas[0].sm.PrepareSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := r.replicas[0].sm.SaveSnapshot(ctx, &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := lag.sm.RecoverFromSnapshot(&buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	lag.applied, lag.up = lag.sm.AppliedIndex(), true
+	r.mu.Unlock()
+	want := recordsOf(t, r.replicas[0])
+	if got := recordsOf(t, lag); !slices.Equal(got, want) {
+		t.Fatalf("after the snapshot: %v, want %v", got, want)
+	}
+	if start, _, _ := lag.sm.bounds(); start != 60 {
+		t.Fatalf("log-start offset %d after the snapshot, want 60", start)
+	}
+	lagShard.follow() // told to reload
+	if !slices.Equal(lagShard.list(), want) {
+		t.Fatalf("the lagging shard holds %v, want %v", lagShard.list(), want)
+	}
+	if err := leader.append("after", 1); err != nil {
+		t.Fatal(err)
+	}
+	lagShard.follow()
+	if got := recordsOf(t, lag); !slices.Equal(got, recordsOf(t, r.replicas[0])) {
+		t.Fatalf("the recovered replica does not follow: %v", got)
+	}
+}
+
+// A snapshot recovery cut short leaves the recovering marker: the next Open empties the log and
+// asks for the snapshot again (applied index 0).
+func TestInterruptedRecoveryStartsOver(t *testing.T) {
+	r := newFakeRaft(t, 2)
+	leader := newShardModel(t, NewReplica(r.replicas[0].sm, r.proposer(1), time.Second))
+	for range 5 {
+		if err := leader.append("r", 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, err := r.replicas[0].sm.PrepareSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := r.replicas[0].sm.SaveSnapshot(ctx, &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := r.replicas[1]
+	truncated := bytes.NewReader(buf.Bytes()[:buf.Len()-20])
+	if err := b.sm.RecoverFromSnapshot(truncated, nil); err == nil {
+		t.Fatal("recovery from a truncated snapshot succeeded")
+	}
+	_ = b.sm.Close()
+	sm2 := NewStateMachine(zaptest.NewLogger(t), r.options(b))
+	index, err := sm2.Open(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm2.Close()
+	if start, end, _ := sm2.bounds(); index != 0 || start != 0 || end != 0 {
+		t.Fatalf("after an interrupted recovery: index %d, log [%d, %d); want an empty log at index 0", index, start, end)
+	}
+}
+
+// Pruning stops at what is durable: a restart cuts the log back to its last sync, which must
+// not lie below the log-start offset.
+func TestPruneStopsAtTheSyncedEnd(t *testing.T) {
+	r := newFakeRaft(t, 1)
+	s := newShardModel(t, NewReplica(r.replicas[0].sm, r.proposer(1), time.Second))
+	if err := s.append("p", 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.replicas[0].sm.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.append("q", 4); err != nil {
+		t.Fatal(err)
+	}
+	start, err := s.rep.SetStartOffset(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start != 4 {
+		t.Fatalf("log-start offset %d, want the synced end 4", start)
+	}
+}
+
+// A log a single node wrote has no applied file: a replica refuses to start on it.
+func TestOpenRefusesASingleNodeLog(t *testing.T) {
+	r := newFakeRaft(t, 1)
+	fr := r.replicas[0]
+	s := newShardModel(t, NewReplica(fr.sm, r.proposer(1), time.Second))
+	if err := s.append("n", 2); err != nil {
+		t.Fatal(err)
+	}
+	_ = fr.sm.Close()
+	if err := fr.fs.Remove("/p/" + appliedFileName); err != nil {
+		t.Fatal(err)
+	}
+	m := NewStateMachine(zaptest.NewLogger(t), r.options(fr))
+	if _, err := m.Open(nil); err == nil {
+		_ = m.Close()
+		t.Fatal("Open of a log without an applied file succeeded")
+	}
+	fr.sm = nil
+}
+
+// Entries a follower's shard did not take yet past the memory bound are read from the log.
+func TestFollowAfterTheQueueOverflowed(t *testing.T) {
+	r := newFakeRaft(t, 2)
+	leader := newShardModel(t, NewReplica(r.replicas[0].sm, r.proposer(1), time.Second))
+	follower := newShardModel(t, NewReplica(r.replicas[1].sm, r.proposer(2), time.Second))
+	if err := leader.append("o", 1); err != nil {
+		t.Fatal(err)
+	}
+	r.replicas[1].sm.mu.Lock()
+	r.replicas[1].sm.tail.queue, r.replicas[1].sm.tail.overflow = nil, true
+	r.replicas[1].sm.mu.Unlock()
+	if err := leader.append("o2", 2); err != nil {
+		t.Fatal(err)
+	}
+	follower.follow()
+	if got, want := follower.list(), recordsOf(t, r.replicas[0]); !slices.Equal(got, want) {
+		t.Fatalf("follower holds %v, want %v", got, want)
+	}
+}
+
+func TestEntryRoundTrip(t *testing.T) {
+	in := entry{expectedEnd: 42, proposer: 3, seq: 7, records: [][]byte{[]byte("a"), {}, []byte("ccc")}}
+	var out entry
+	if err := decodeEntry(appendEntry(nil, &in), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.expectedEnd != 42 || out.proposer != 3 || out.seq != 7 || len(out.records) != 3 || string(out.records[2]) != "ccc" {
+		t.Fatalf("decoded %+v", out)
+	}
+	b := appendEntry(nil, &in)
+	for n := range len(b) {
+		if err := decodeEntry(b[:n], &out); err == nil {
+			t.Fatalf("a %d-byte prefix decoded", n)
+		}
+	}
+}
+
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add(appendEntry(nil, &entry{expectedEnd: 1, records: [][]byte{[]byte("x")}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var e entry
+		if decodeEntry(b, &e) == nil {
+			if got := appendEntry(nil, &e); !bytes.Equal(got, b) {
+				t.Fatalf("re-encoding differs")
+			}
+		}
+	})
+}
+
+// A replica whose log directory was emptied while the Raft engine remembers it refuses to start:
+// the entries it had applied may be gone from the Raft log.
+func TestPrepareRefusesALostLog(t *testing.T) {
+	r := newFakeRaft(t, 1)
+	fr := r.replicas[0]
+	_ = fr.sm.Close()
+	fr.fs = faultfs.NewCrashFS() // the directory is gone
+	m := NewStateMachine(zaptest.NewLogger(t), r.options(fr))
+	if err := m.Prepare(true); err == nil {
+		_ = m.Close()
+		t.Fatal("Prepare of a lost log succeeded")
+	}
+	m2 := NewStateMachine(zaptest.NewLogger(t), r.options(fr))
+	if err := m2.Prepare(false); err != nil {
+		t.Fatalf("Prepare of a new replica: %v", err)
+	}
+	_ = m2.Close()
+	m3 := NewStateMachine(zaptest.NewLogger(t), r.options(fr))
+	if err := m3.Prepare(true); err != nil {
+		t.Fatalf("Prepare of a replica whose log was created, after a restart: %v", err)
+	}
+	_ = m3.Close()
+	fr.sm = nil
+}
