@@ -32,12 +32,12 @@ import (
 
 // serveFlags are the command-line flags of the server (API.md, "Command line").
 type serveFlags struct {
-	configFile    string
-	overrides     []string
-	listen        string
-	metricsListen string
-	advertise     string
-	dataDir       string
+	configFile     string
+	overrides      []string
+	listen         string
+	metricsListen  string
+	advertise      string
+	dataDir        string
 	nodeID         int32
 	raftListen     string
 	initialCluster string

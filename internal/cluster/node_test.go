@@ -115,7 +115,6 @@ func (s *logModel) load() {
 	s.start = start
 }
 
-
 func (s *logModel) append(tag string) error {
 	first, err := s.rep.Append([][]byte{[]byte(tag)})
 	if err != nil {
