@@ -103,12 +103,8 @@ func openCluster(logger *zap.Logger, bf backendFlags) (*backend, error) {
 	b.cfg = cfg
 	broker := cfg.Broker()
 	n := broker.NumPartitions()
-	if err := datadir.CheckPartitionCount(f.dataDir, n); err != nil {
-		return nil, badConfig(err)
-	}
-	datadir.CreatePartitionDirs(logger, vfs.OS(), f.dataDir, n)
 	logMetrics := statelog.NewMetrics(bf.reg)
-	node, err := cluster.Start(logger.Named("cluster"), cluster.Config{
+	cc := cluster.Config{
 		NodeID: uint64(f.nodeID), ListenAddress: f.raftListen, InitialMembers: members,
 		Dir: datadir.RaftDir(f.dataDir), Partitions: n, ReplicationFactor: broker.ReplicationFactor(),
 		PartitionLog: func(p int) (string, statelog.Options) {
@@ -121,7 +117,15 @@ func openCluster(logger *zap.Logger, bf backendFlags) (*backend, error) {
 		GRPCAddress:     net.JoinHostPort(bf.host, strconv.Itoa(int(bf.port))),
 		Config:          cfg,
 		Registerer:      bf.reg,
-	})
+	}
+	if err := cc.Validate(); err != nil {
+		return nil, badConfig(err)
+	}
+	if err := datadir.CheckPartitionCount(f.dataDir, n); err != nil {
+		return nil, badConfig(err)
+	}
+	datadir.CreatePartitionDirs(logger, vfs.OS(), f.dataDir, n)
+	node, err := cluster.Start(logger.Named("cluster"), cc)
 	if err != nil {
 		return nil, err
 	}

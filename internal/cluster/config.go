@@ -113,7 +113,9 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
-func (c *Config) validate() error {
+// Validate checks the configuration and fills in the defaults of its zero values (Start calls
+// it too).
+func (c *Config) Validate() error {
 	switch {
 	case c.NodeID == 0:
 		return errors.New("cluster: the node id must be ≥ 1")

@@ -76,7 +76,7 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	routeEngineLogs(logger)
