@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	dblogger "github.com/lni/dragonboat/v4/logger"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // dragonboat logs through a process-wide factory that can be set once. Its loggers write to the
@@ -22,7 +24,11 @@ var (
 )
 
 func routeEngineLogs(logger *zap.Logger) {
-	engineLog.Store(logger)
+	// A peer that is down makes the transport report every failed send: the first lines of a
+	// message each second are kept, then one in a hundred.
+	engineLog.Store(logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, 5, 100)
+	})))
 	engineLogOnce.Do(func() {
 		dblogger.SetLoggerFactory(func(pkg string) dblogger.ILogger {
 			return &engineLogger{pkg: pkg}

@@ -35,10 +35,17 @@ type testCluster struct {
 	dirs       map[uint64]string
 	nodes      map[uint64]*Node
 	partitions int
+	// config, when set, gives each node started its configuration replica.
+	config func(id uint64) ConfigReplica
 }
 
 func newTestCluster(t testing.TB, n, partitions int) *testCluster {
-	c := &testCluster{t: t, members: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*Node{}, partitions: partitions}
+	return newTestClusterWith(t, n, partitions, nil)
+}
+
+func newTestClusterWith(t testing.TB, n, partitions int, config func(id uint64) ConfigReplica) *testCluster {
+	c := &testCluster{t: t, members: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*Node{}, partitions: partitions,
+		config: config}
 	for id := uint64(1); id <= uint64(n); id++ {
 		c.members[id] = freeAddr(t)
 		c.dirs[id] = t.TempDir()
@@ -65,12 +72,20 @@ func (c *testCluster) start(id uint64) *Node {
 		},
 		Fatal:       func(err error) { c.t.Errorf("node %d: fatal: %v", id, err) },
 		GRPCAddress: fmt.Sprintf("node-%d:7070", id),
+		Config:      c.configFor(id),
 	})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.nodes[id] = node
 	return node
+}
+
+func (c *testCluster) configFor(id uint64) ConfigReplica {
+	if c.config == nil {
+		return nil
+	}
+	return c.config(id)
 }
 
 func (c *testCluster) stop(id uint64) {

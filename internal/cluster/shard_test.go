@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lni/dragonboat/v4"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
@@ -124,4 +126,83 @@ func mustInit(t *testing.T, shards map[uint64]*shard.Shard, i int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("no node initialized key %d", i)
+}
+
+// A replica that was down while the leaders compacted their Raft logs past what it holds
+// receives a leader's state log as a snapshot, and its shard, which follows, holds what the
+// leader's does.
+func TestLaggingReplicaGetsASnapshot(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	shards := c.shards(0)
+	for i := range 4 {
+		mustInit(t, shards, i)
+	}
+	leader := write(t, shards, 0, 1)
+	lag := uint64(1)
+	for lag == leader {
+		lag++
+	}
+	_ = shards[lag].Close()
+	delete(shards, lag)
+	c.stop(lag)
+	for round := range 30 {
+		for i := range 4 {
+			write(t, shards, i, int64(10+round))
+		}
+	}
+	// Compact every Raft log past what the stopped replica holds.
+	for _, n := range c.nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := n.nh.SyncRequestSnapshot(ctx, partitionShardBase, dragonboat.SnapshotOption{OverrideCompactionOverhead: true, CompactionOverhead: 0})
+		cancel()
+		if err != nil {
+			t.Fatalf("snapshot on node %d: %v", n.NodeID(), err)
+		}
+	}
+	back := c.start(lag)
+	s := shard.Open(zaptest.NewLogger(t).Named("back"), fixedLimit(3), shard.Options{Partition: 0, AppendLingerMs: -1, WriteTimeout: 3 * time.Second},
+		back.Partition(0).ShardLog())
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.WaitLoaded(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Hand it the leadership: it serves the state the others acknowledged.
+	for deadline := time.Now().Add(20 * time.Second); !back.Partition(0).CaughtUp(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted replica did not catch up")
+		}
+	}
+	for _, n := range c.nodes {
+		if n != back && n.Partition(0).Role().Leading {
+			if err := n.nh.RequestLeaderTransfer(partitionShardBase, lag); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := s.Read(context.Background(), shard.ReadRequest{Key: testKey(3)})
+		if r.Code == kafkaerr.None {
+			if r.StartOffset != 39 {
+				t.Fatalf("key 3 on the replica that got a snapshot: %+v, want start offset 39", r)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica that got a snapshot does not serve: %v %s", r.Code, r.Message)
+		}
+	}
+	if got, want := logOf(t, back, 0), logOf(t, c.leaderOtherThan(lag), 0); !slices.Equal(got, want) {
+		t.Fatalf("the replica's log after the snapshot differs from another's:\n%v\n%v", got, want)
+	}
+}
+
+// leaderOtherThan returns a running node other than id.
+func (c *testCluster) leaderOtherThan(id uint64) *Node {
+	for nid, n := range c.nodes {
+		if nid != id {
+			return n
+		}
+	}
+	c.t.Fatal("no other node")
+	return nil
 }

@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+)
+
+// A config change made on one node is applied on every node, and still there after the node
+// that holds the metadata's leadership is stopped and another change goes through the others; a
+// node started again catches up.
+func TestConfigIsReplicated(t *testing.T) {
+	static, err := groupcfg.LoadStatic(groupcfg.Sources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	managers := map[uint64]*groupcfg.Manager{}
+	var c *testCluster
+	c = newTestClusterWith(t, 3, 1, func(id uint64) ConfigReplica {
+		m, err := groupcfg.OpenReplicated(zaptest.NewLogger(t), static, nil, groupcfg.Options{NodeID: int32(id)},
+			func(ctx context.Context, change []byte) error {
+				_, err := c.nodes[id].ProposeConfig(ctx, change)
+				return err
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		managers[id] = m
+		return m
+	})
+	alter := func(id uint64, group, value string) {
+		t.Helper()
+		r := managers[id].IncrementalAlterConfigs([]groupcfg.AlterResource{{Type: groupcfg.ResourceGroup, Name: group,
+			Configs: []groupcfg.AlterConfig{{Name: "share.delivery.count.limit", Op: groupcfg.OpSet, Value: &value}}}}, false)[0]
+		if r.ErrorCode != kafkaerr.None {
+			t.Fatalf("alter on node %d: %s %s", id, r.ErrorCode, r.ErrorMessage)
+		}
+	}
+	want := func(id uint64, group, value string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			res := managers[id].DescribeConfigs([]groupcfg.DescribeResource{{Type: groupcfg.ResourceGroup, Name: group,
+				Keys: []string{"share.delivery.count.limit"}}}, false, false)[0]
+			if len(res.Configs) == 1 && res.Configs[0].Value == value {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d: %s has %+v, want %s", id, group, res.Configs, value)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	alter(1, "g1", "7")
+	for id := range managers {
+		want(id, "g1", "7")
+	}
+	leader, _, ok, err := c.nodes[1].nh.GetLeaderID(metadataShardID)
+	if err != nil || !ok {
+		t.Fatalf("the metadata has no leader: %v", err)
+	}
+	c.stop(leader)
+	other := uint64(1)
+	if other == leader {
+		other = 2
+	}
+	alter(other, "g2", "9")
+	for id := range c.nodes {
+		want(id, "g1", "7")
+		want(id, "g2", "9")
+	}
+	c.start(leader)
+	want(leader, "g1", "7")
+	want(leader, "g2", "9")
+}
