@@ -25,6 +25,10 @@ func (l *shardLog) Open(fn func(offset int64, record []byte) error) (shard.Log, 
 		return nil, shard.StatelogError(err)
 	}
 	if _, _, err := l.p.rep.Load(fn); err != nil {
+		if errors.Is(err, raftlog.ErrReplaced) {
+			// The leader's log arrived during the load: load the new one.
+			return nil, &shard.LogError{Action: shard.ActionRetry, Client: "the replica is receiving its leader's log", Err: err}
+		}
 		return nil, shard.StatelogError(err)
 	}
 	return replicaLog{rep: l.p.rep}, nil

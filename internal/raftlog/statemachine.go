@@ -69,6 +69,9 @@ type StateMachine struct {
 	closed   bool
 	tail     tail
 	scratch  entry
+	// generation counts the replacements of the log by a snapshot: a load that read the old
+	// log's files while they were replaced saw damage that is not there.
+	generation uint64
 }
 
 // tail is what the shard has of the log and what it has yet to follow.
@@ -389,6 +392,7 @@ func (m *StateMachine) RecoverFromSnapshot(r io.Reader, stopc <-chan struct{}) e
 		return err
 	}
 	m.log, m.applied, m.synced = l, st.index, st
+	m.generation++
 	t := &m.tail
 	t.queue, t.bytes, t.overflow, t.replaced, t.position = nil, 0, false, true, l.StartOffset()
 	m.notify()
@@ -425,37 +429,52 @@ var errClosed = errors.New("raftlog: the replica is closed")
 // of it so that entries go on being applied meanwhile; what is applied after the snapshot is
 // followed. It returns the log's bounds as the shard now has them.
 func (m *StateMachine) load(fn func(offset int64, record []byte) error) (start, end int64, err error) {
-	snap, err := m.snapshotForShard(-1)
+	snap, gen, err := m.snapshotForShard(-1)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer snap.Close()
 	if err := snap.Replay(snap.StartOffset(), fn); err != nil {
-		return 0, 0, err
+		return 0, 0, m.replacedDuring(gen, err)
 	}
 	return snap.StartOffset(), snap.EndOffset(), nil
+}
+
+// ErrReplaced is returned by a read of the log that a snapshot from the leader replaced
+// meanwhile: its files changed under the read. Reading again reads the new log.
+var ErrReplaced = errors.New("raftlog: the replica's log was replaced by the leader's while it was read")
+
+// replacedDuring returns ErrReplaced instead of err when the log was replaced since generation
+// gen: the damage or missing file err reports was the replacement.
+func (m *StateMachine) replacedDuring(gen uint64, err error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.generation != gen {
+		return fmt.Errorf("%w (%w)", ErrReplaced, err)
+	}
+	return err
 }
 
 // snapshotForShard takes a snapshot of the log and makes its end the shard's position, dropping
 // what was queued below it. from ≥ 0 is the position the shard must be at (following after an
 // overflow).
-func (m *StateMachine) snapshotForShard(from int64) (*statelog.Snapshot, error) {
+func (m *StateMachine) snapshotForShard(from int64) (*statelog.Snapshot, uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed || m.log == nil {
-		return nil, errClosed
+		return nil, 0, errClosed
 	}
 	snap, err := m.log.Snapshot()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	t := &m.tail
 	if from >= 0 && from != t.position {
 		snap.Close()
-		return nil, fmt.Errorf("raftlog: follow from offset %d, but the shard is at %d", from, t.position)
+		return nil, 0, fmt.Errorf("raftlog: follow from offset %d, but the shard is at %d", from, t.position)
 	}
 	t.queue, t.bytes, t.overflow, t.replaced, t.position = nil, 0, false, false, snap.EndOffset()
-	return snap, nil
+	return snap, m.generation, nil
 }
 
 // follow hands the shard the records others appended since its position, in order. reload:
@@ -474,12 +493,15 @@ func (m *StateMachine) follow(fn func(offset int64, record []byte) error) (reloa
 	if t.overflow {
 		from := t.position
 		m.mu.Unlock()
-		snap, err := m.snapshotForShard(from)
+		snap, gen, err := m.snapshotForShard(from)
 		if err != nil {
 			return false, err
 		}
 		defer snap.Close()
-		return false, snap.Replay(from, fn)
+		if err := snap.Replay(from, fn); err != nil {
+			return false, m.replacedDuring(gen, err)
+		}
+		return false, nil
 	}
 	queue := t.queue
 	t.queue, t.bytes = nil, 0

@@ -314,3 +314,37 @@ func TestPrepareRefusesALostLog(t *testing.T) {
 	_ = m3.Close()
 	fr.sm = nil
 }
+
+// A load that reads the log while a snapshot from the leader replaces it reports ErrReplaced,
+// not the damage it saw, so that the shard loads again rather than wait for a repair.
+func TestLoadDuringReplacement(t *testing.T) {
+	r := newFakeRaft(t, 2)
+	leader := newShardModel(t, NewReplica(r.replicas[0].sm, r.proposer(1), time.Second))
+	for range 20 {
+		if err := leader.append("z", 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, err := r.replicas[0].sm.PrepareSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := r.replicas[0].sm.SaveSnapshot(ctx, &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := r.replicas[1]
+	first := true
+	_, _, err = b.sm.load(func(int64, []byte) error {
+		if first {
+			first = false
+			if err := b.sm.RecoverFromSnapshot(bytes.NewReader(buf.Bytes()), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrReplaced) {
+		t.Fatalf("load during a replacement: %v, want ErrReplaced", err)
+	}
+}
