@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // The replica's record of what its log holds lives next to the log, in two files:
@@ -83,35 +84,8 @@ func writeApplied(fsys statelog.FS, dir string, st appliedState) error {
 	binary.LittleEndian.PutUint64(b[8:], st.index)
 	binary.LittleEndian.PutUint64(b[16:], uint64(st.end))
 	binary.LittleEndian.PutUint32(b[24:], crc32.Checksum(b[:24], castagnoli))
-	return replaceFile(fsys, dir, appliedTmpName, appliedFileName, b[:])
-}
-
-// replaceFile atomically replaces dir/name with content.
-func replaceFile(fsys statelog.FS, dir, tmpName, name string, content []byte) error {
-	tmp, path := filepath.Join(dir, tmpName), filepath.Join(dir, name)
-	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("raftlog: remove %s: %w", tmp, err)
-	}
-	f, err := fsys.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("raftlog: create %s: %w", tmp, err)
-	}
-	if _, err = f.WriteAt(content, 0); err != nil {
-		err = fmt.Errorf("raftlog: write %s: %w", tmp, err)
-	} else if err = f.Sync(); err != nil {
-		err = fmt.Errorf("raftlog: sync %s: %w", tmp, err)
-	}
-	if cerr := f.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("raftlog: close %s: %w", tmp, cerr)
-	}
-	if err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("raftlog: rename %s to %s: %w", tmp, path, err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("raftlog: sync directory %s: %w", dir, err)
+	if err := vfs.ReplaceFile(fsys, dir, appliedTmpName, appliedFileName, b[:]); err != nil {
+		return fmt.Errorf("raftlog: %w", err)
 	}
 	return nil
 }

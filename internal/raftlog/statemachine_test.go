@@ -129,15 +129,8 @@ func TestSnapshotReplacesALaggingLog(t *testing.T) {
 	if _, err := leader.rep.SetStartOffset(60); err != nil {
 		t.Fatal(err)
 	}
-	ctx, err := r.replicas[0].sm.PrepareSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := r.replicas[0].sm.SaveSnapshot(ctx, &buf, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := lag.sm.RecoverFromSnapshot(&buf, nil); err != nil {
+	buf := saveSnapshot(t, r.replicas[0].sm)
+	if err := lag.sm.RecoverFromSnapshot(buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
@@ -173,14 +166,7 @@ func TestInterruptedRecoveryStartsOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, err := r.replicas[0].sm.PrepareSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := r.replicas[0].sm.SaveSnapshot(ctx, &buf, nil); err != nil {
-		t.Fatal(err)
-	}
+	buf := saveSnapshot(t, r.replicas[0].sm)
 	b := r.replicas[1]
 	truncated := bytes.NewReader(buf.Bytes()[:buf.Len()-20])
 	if err := b.sm.RecoverFromSnapshot(truncated, nil); err == nil {
@@ -325,17 +311,10 @@ func TestLoadDuringReplacement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, err := r.replicas[0].sm.PrepareSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := r.replicas[0].sm.SaveSnapshot(ctx, &buf, nil); err != nil {
-		t.Fatal(err)
-	}
+	buf := saveSnapshot(t, r.replicas[0].sm)
 	b := r.replicas[1]
 	first := true
-	_, _, err = b.sm.load(func(int64, []byte) error {
+	_, _, err := b.sm.load(func(int64, []byte) error {
 		if first {
 			first = false
 			if err := b.sm.RecoverFromSnapshot(bytes.NewReader(buf.Bytes()), nil); err != nil {
@@ -347,4 +326,18 @@ func TestLoadDuringReplacement(t *testing.T) {
 	if !errors.Is(err, ErrReplaced) {
 		t.Fatalf("load during a replacement: %v, want ErrReplaced", err)
 	}
+}
+
+// saveSnapshot returns the snapshot m sends another replica.
+func saveSnapshot(t *testing.T, m *StateMachine) *bytes.Buffer {
+	t.Helper()
+	ctx, err := m.PrepareSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := m.SaveSnapshot(ctx, &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	return &buf
 }

@@ -1,9 +1,9 @@
 package statelog
 
 import (
-	"errors"
 	"fmt"
-	"path/filepath"
+
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // SetStartOffset durably moves the log-start offset forward to off (atomic replace + directory
@@ -46,29 +46,10 @@ func writeStartFile(fsys FS, dir string, off int64) error {
 // writeOffsetFile atomically replaces the offset file name in dir with one holding off: write
 // the temporary file tmpName, sync it, rename it over name, sync the directory.
 func writeOffsetFile(fsys FS, dir, name, tmpName string, magic uint32, off int64) error {
-	tmp, path := filepath.Join(dir, tmpName), filepath.Join(dir, name)
-	f, err := fsys.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("statelog: create %s: %w", tmp, err)
-	}
 	var b [startFileSize]byte
 	encodeOffsetFile(b[:], magic, off)
-	if _, err = f.WriteAt(b[:], 0); err != nil {
-		err = fmt.Errorf("statelog: write %s: %w", tmp, err)
-	} else if err = f.Sync(); err != nil {
-		err = fmt.Errorf("statelog: sync %s: %w", tmp, err)
-	}
-	if cerr := f.Close(); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("statelog: close %s: %w", tmp, cerr))
-	}
-	if err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("statelog: rename %s to %s: %w", tmp, path, err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("statelog: sync directory %s: %w", dir, err)
+	if err := vfs.ReplaceFile(fsys, dir, tmpName, name, b[:]); err != nil {
+		return fmt.Errorf("statelog: %w", err)
 	}
 	return nil
 }

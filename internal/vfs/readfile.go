@@ -1,6 +1,12 @@
 package vfs
 
-import "io"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+)
 
 // ReadFile returns the whole content of the file name of fsys, as os.ReadFile does on the
 // operating system's: it opens the file, asks its size, reads that many bytes and closes it, so
@@ -35,4 +41,39 @@ func readAll(f File) ([]byte, error) {
 		err = nil
 	}
 	return data[:n], err
+}
+
+// ReplaceFile atomically replaces the file name in dir with one holding content: it writes the
+// file tmpName in dir (replacing one a failed attempt left), syncs it, renames it over name and
+// syncs dir. A crash at any point leaves the old file or the new one; tmpName may be left, and
+// the next ReplaceFile replaces it.
+func ReplaceFile(fsys FS, dir, tmpName, name string, content []byte) error {
+	tmp, path := filepath.Join(dir, tmpName), filepath.Join(dir, name)
+	f, err := fsys.Create(tmp)
+	if errors.Is(err, fs.ErrExist) {
+		if err = fsys.Remove(tmp); err == nil {
+			f, err = fsys.Create(tmp)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	if _, err = f.WriteAt(content, 0); err != nil {
+		err = fmt.Errorf("write %s: %w", tmp, err)
+	} else if err = f.Sync(); err != nil {
+		err = fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if cerr := f.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("close %s: %w", tmp, cerr))
+	}
+	if err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
 }

@@ -77,3 +77,43 @@ func TestReadFileFailures(t *testing.T) {
 		t.Fatalf("ReadFile's operations: %v, want %v", kinds, want)
 	}
 }
+
+// ReplaceFile leaves the old content or the new one after a power cut at any point, never a
+// mixture or nothing, and replaces a temporary file an earlier attempt left.
+func TestReplaceFile(t *testing.T) {
+	mem := faultfs.NewCrashFS()
+	if err := mem.MkdirAll("/d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := vfs.ReplaceFile(mem, "/d", "f.tmp", "f", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.WriteFile("/d/f.tmp", []byte("left by a crash")); err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); ; i++ {
+		inj := faultfs.OnIndex(i, syscall.EIO)
+		fsys := faultfs.Wrap(mem, inj)
+		err := vfs.ReplaceFile(fsys, "/d", "f.tmp", "f", []byte("new"))
+		cut := mem.CrashClone(faultfs.CrashOptions{})
+		got, rerr := vfs.ReadFile(cut, "/d/f")
+		if rerr != nil || (string(got) != "old" && string(got) != "new") {
+			t.Fatalf("failing operation %d: after a power cut the file holds %q (%v)", i, got, rerr)
+		}
+		if _, fired := inj.Fired(); !fired {
+			if err != nil || string(got) != "new" {
+				t.Fatalf("no failure: %v, content %q", err, got)
+			}
+			return
+		}
+		if err == nil && string(got) != "new" {
+			t.Fatalf("failing operation %d: ReplaceFile succeeded but a power cut keeps %q", i, got)
+		}
+		if err := vfs.ReplaceFile(mem, "/d", "f.tmp", "f", []byte("old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
