@@ -32,10 +32,17 @@ import (
 // openReal opens a shard the way the server does (on a LocalLog) and closes it at the end.
 func openReal(t *testing.T, logger *zap.Logger, opts testOpts) *Shard {
 	t.Helper()
+	return openHooked(t, logger, opts, nil)
+}
+
+// openHooked is openReal with prepare, which sets test hooks, run before the shard goroutine
+// starts.
+func openHooked(t *testing.T, logger *zap.Logger, opts testOpts, prepare func(*Shard)) *Shard {
+	t.Helper()
 	if opts.Now == nil {
 		opts.Now = newFakeClock().Now
 	}
-	s := openLocal(logger, newLimits(500), opts)
+	s := start(logger, newLimits(500), opts.Options, opts.localLog(logger), prepare)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -232,7 +239,7 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		fsys := faultfs.Wrap(vfs.OS(), nil)
 		core, logs := observer.New(zapcore.WarnLevel)
 		opts := testOpts{LogDir: t.TempDir(), Log: statelog.Options{FS: fsys}, Options: Options{}}
-		s := openReal(t, zap.New(core), opts)
+		s := openHooked(t, zap.New(core), opts, hookQueue)
 		if err := s.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -263,20 +270,10 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		go func() {
 			second <- s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 20, StateBatches: bs(sb(20, 29, 2, 1))})
 		}()
-		for len(s.ops) == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		waitQueued(t, s, 1)
 		closed := make(chan error, 1)
 		go func() { closed <- s.Close() }()
-		for {
-			s.mu.Lock()
-			c := s.closed
-			s.mu.Unlock()
-			if c {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		<-s.drain // Close has told the shard to drain before the first write's sync returns
 		close(release)
 		<-closed
 		fsys.SetInjector(nil)

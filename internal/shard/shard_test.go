@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,8 +84,15 @@ func newTestShard(t *testing.T, opts testOpts) *testShard {
 	return &testShard{t: t, opts: opts, provider: newLimits(500), logger: zaptest.NewLogger(t)}
 }
 
+// open starts a shard on the testShard's log, with the queue hook that waitQueued needs and
+// prepare (when not nil) run before the shard goroutine starts.
 func (ts *testShard) open(prepare func(*Shard)) *Shard {
-	return start(ts.logger, ts.provider, ts.opts.Options, &gatedOpener{LocalLog: ts.opts.localLog(ts.logger), ts: ts}, prepare)
+	return start(ts.logger, ts.provider, ts.opts.Options, &gatedOpener{LocalLog: ts.opts.localLog(ts.logger), ts: ts}, func(s *Shard) {
+		hookQueue(s)
+		if prepare != nil {
+			prepare(s)
+		}
+	})
 }
 
 // gatedOpener opens the testShard's log wrapped in a gatedLog configured by newGate.
@@ -144,16 +150,24 @@ func mustOK(t testing.TB, r Result) {
 	}
 }
 
-// waitQueued spins until n operations wait in the shard's queue. Enqueueing signals nothing, so the
-// test yields the processor until the queue holds them (no sleeping).
+// hookQueue sets the hook that signals each operation entering s's queue; waitQueued needs it. It
+// is a prepare function for start.
+func hookQueue(s *Shard) { s.queued = make(chan struct{}, 1) }
+
+// waitQueued waits until n operations wait in the shard's queue (the shard goroutine must be held
+// meanwhile, so that none leaves it), checking the queue again after each signal of the queue hook.
 func waitQueued(t *testing.T, s *Shard, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	if s.queued == nil {
+		t.Fatal("waitQueued: the shard has no queue hook (hookQueue)")
+	}
+	deadline := time.After(10 * time.Second)
 	for len(s.ops) < n {
-		if time.Now().After(deadline) {
+		select {
+		case <-s.queued:
+		case <-deadline:
 			t.Fatalf("only %d of %d operations queued", len(s.ops), n)
 		}
-		runtime.Gosched()
 	}
 }
 
@@ -655,9 +669,7 @@ func TestShardColdJobYieldsBetweenChunks(t *testing.T) {
 	go func() {
 		wrote <- s.Write(ctx, WriteRequest{Key: key(n - 1), StateEpoch: 1, StartOffset: 3, StateBatches: bs(sb(3, 9, 2, 1))})
 	}()
-	for len(s.ops) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitQueued(t, s, 1) // the write waits behind the held chunk
 	release()
 	mustOK(t, <-wrote)
 	if got := <-cold; got != n {
