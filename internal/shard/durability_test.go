@@ -121,23 +121,50 @@ func summaryWhenServing(t *testing.T, s *Shard, k Key) SummaryResult {
 // closes first.
 func waitState(t *testing.T, s *Shard, want State) {
 	t.Helper()
+	waitStatus(t, s, want.String(), func(st Status) bool { return st.State == want })
+}
+
+// waitStatus waits, on the shard's status changes, until s's status satisfies cond (what says
+// what cond wants); it fails if s closes first.
+func waitStatus(t *testing.T, s *Shard, what string, cond func(Status) bool) {
+	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
 		s.mu.Lock()
-		st, changed := s.status.State, s.changed
+		st, changed := s.status, s.changed
 		s.mu.Unlock()
-		if st == want {
+		if cond(st) {
 			return
 		}
-		if st == Closed {
-			t.Fatalf("shard closed, want %v", want)
+		if st.State == Closed {
+			t.Fatalf("shard closed, want %s", what)
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("shard in state %v, want %v", st, want)
+			t.Fatalf("shard status %+v, want %s", st, what)
 		}
 	}
+}
+
+// nextChange returns a channel that is closed at the next change of s's status.
+func nextChange(s *Shard) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// waitReloaded waits for the reload that a failed append of an Active shard makes at once:
+// changed, taken from nextChange before the failing call, closes when the reload starts (the
+// status before it may still read Active), then the shard turns Active again.
+func waitReloaded(t *testing.T, s *Shard, changed <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no reload after the failed append: status %+v", s.Status())
+	}
+	waitState(t, s, Active)
 }
 
 // After an append whose sync failed, and whose own cut of the failed frame failed too, the reload
@@ -753,11 +780,7 @@ func TestShardSyncGroupFailureCutsLoadBackoff(t *testing.T) {
 	if r := a.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("initialize whose sync failed: %+v", r)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for err := b.Status().Err; !errors.Is(err, statelog.ErrSyncFailed); err = b.Status().Err {
-		if time.Now().After(deadline) {
-			t.Fatalf("partition 1 still failed with %v, want the sync failure", err)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitStatus(t, b, "partition 1 failed with the sync failure", func(st Status) bool {
+		return st.State == Failed && errors.Is(st.Err, statelog.ErrSyncFailed)
+	})
 }

@@ -341,16 +341,12 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
 		for i := range 2 { // the second failure in a row makes the reload wait
 			armed.Store(true)
-			for {
-				r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))})
-				if r.Code == kafkaerr.CoordinatorLoadInProgress && i == 1 {
-					time.Sleep(time.Millisecond) // the reload after the first failure is still running
-					continue
-				}
-				if r.Code != kafkaerr.CoordinatorNotAvailable {
-					t.Fatalf("write %d whose sync fails: %+v", i, r)
-				}
-				break
+			reload := nextChange(s)
+			if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))}); r.Code != kafkaerr.CoordinatorNotAvailable {
+				t.Fatalf("write %d whose sync fails: %+v", i, r)
+			}
+			if i == 0 {
+				waitReloaded(t, s, reload) // the first failure reloads at once
 			}
 		}
 		waitState(t, s, Loading)
@@ -366,13 +362,15 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 	})
 	t.Run("during the reload", func(t *testing.T) {
 		var armed, blockReads atomic.Bool
-		release := make(chan struct{})
+		release, blocked := make(chan struct{}), make(chan struct{})
+		var once sync.Once
 		inj := syncFailsAfterWrite(&armed, func() { blockReads.Store(true) })
 		fsys := faultfs.Wrap(faultfs.NewCrashFS(), faultfs.InjectorFunc(func(op faultfs.Op) error {
 			if err := inj.MaybeError(op); err != nil {
 				return err
 			}
 			if op.Kind == faultfs.OpRead && blockReads.Load() {
+				once.Do(func() { close(blocked) })
 				<-release // the reload's replay waits here until the shard is closing
 			}
 			return nil
@@ -392,8 +390,11 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 		}
 		closed := make(chan error, 1)
 		go func() { closed <- s.Close() }()
-		waitState(t, s, Loading)
-		time.Sleep(50 * time.Millisecond) // let Close ask the shard to stop while the replay waits
+		<-blocked // the reload's replay waits at a read
+		if st := s.Status(); st.State != Loading {
+			t.Fatalf("status %+v with the replay held, want Loading", st)
+		}
+		<-s.drain // Close has asked the shard to stop while the replay waits
 		blockReads.Store(false)
 		close(release)
 		if err := <-closed; err != nil {

@@ -704,21 +704,11 @@ func TestShardCloseFinishesColdJob(t *testing.T) {
 	<-held
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	for s.Status().State != Closed {
-		select {
-		case <-held:
-		default:
-		}
-		if ch := s.drain; ch != nil {
-			select {
-			case <-ch:
-				release()
-				release = func() {}
-			default:
-			}
-		}
-		time.Sleep(time.Millisecond)
+	<-s.drain // Close asked the shard to finish while the job's first chunk is held
+	if st := s.Status(); st.State == Closed {
+		t.Fatalf("status %+v with a chunk of the job still held", st)
 	}
+	release()
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
