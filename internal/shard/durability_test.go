@@ -167,6 +167,18 @@ func waitReloaded(t *testing.T, s *Shard, changed <-chan struct{}) {
 	waitState(t, s, Active)
 }
 
+// nextWait returns the next wait before a load that the shard reports on its waits hook.
+func nextWait(t *testing.T, waits <-chan time.Duration) time.Duration {
+	t.Helper()
+	select {
+	case d := <-waits:
+		return d
+	case <-time.After(20 * time.Second):
+		t.Fatal("the shard did not wait before a load")
+		return 0
+	}
+}
+
 // After an append whose sync failed, and whose own cut of the failed frame failed too, the reload
 // cuts the log back to its durable end: the unacknowledged batch is gone from disk and from the
 // state, although its write reached the file (and a plain reopen would find it). A load that
@@ -606,11 +618,17 @@ func TestLoadSyncFailureIsNotRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s2 := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}})
+	waits := make(chan time.Duration, 1)
+	s2 := openHooked(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}},
+		func(s *Shard) { s.waits = waits })
 	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrNotDurable) {
 		t.Fatalf("load = %v, want ErrNotDurable", err)
 	}
-	time.Sleep(50 * time.Millisecond) // fifty backoffs
+	// The shard's wait after the failed load, instead of a millisecond's backoff, never ends: no
+	// load follows, and the one that failed made the only sync.
+	if w := nextWait(t, waits); w >= 0 {
+		t.Fatalf("the failed load is retried after %v", w)
+	}
 	if n := syncs.Load(); n != 1 {
 		t.Fatalf("%d syncs of the loaded log, want 1: the load was retried", n)
 	}
@@ -715,12 +733,18 @@ func TestNewerLogFormatIsNotRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s2 := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}})
+	waits := make(chan time.Duration, 1)
+	s2 := openHooked(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}},
+		func(s *Shard) { s.waits = waits })
 	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrUnsupportedFormat) {
 		t.Fatalf("load = %v, want ErrUnsupportedFormat", err)
 	}
 	n := listings.Load()
-	time.Sleep(50 * time.Millisecond) // fifty backoffs
+	// The shard's wait after the failed load, instead of a millisecond's backoff, never ends: no
+	// load, and no listing of the log directory, follows the one that failed.
+	if w := nextWait(t, waits); w >= 0 {
+		t.Fatalf("the failed load is retried after %v", w)
+	}
 	if again := listings.Load(); again != n {
 		t.Fatalf("the log directory was listed %d times after the failed load: the load was retried", again-n)
 	}
