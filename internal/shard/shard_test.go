@@ -436,6 +436,8 @@ func TestShardCloseWithOperationsInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not start draining")
 	}
+	// Not a wait for an event: the window in which a Close that did not wait for the held commit
+	// would return. Nothing signals that it keeps waiting.
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned before committing: %v", err)
