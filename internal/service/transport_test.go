@@ -262,17 +262,23 @@ func TestShutdownWaitsForRequestStillArriving(t *testing.T) {
 	frame = append(frame, msg...)
 	half := len(frame) / 2
 
+	counted := make(chan struct{}, 1)
+	srv.calls.mu.Lock()
+	srv.calls.counted = counted
+	srv.calls.mu.Unlock()
 	c.startCall(1, "/sharecoord.v1.ShareCoordinatorService/WriteShareGroupState")
 	c.write(func(fr *http2.Framer) error { return fr.WriteData(1, false, frame[:half]) })
 	// Wait until the server has the headers (and, on the way, half the message).
-	for began := time.Now(); ; time.Sleep(time.Millisecond) {
+	for deadline := time.After(10 * time.Second); ; {
 		srv.calls.mu.Lock()
 		n := srv.calls.n
 		srv.calls.mu.Unlock()
 		if n == 1 {
 			break
 		}
-		if time.Since(began) > 10*time.Second {
+		select {
+		case <-counted:
+		case <-deadline:
 			t.Fatal("the server never saw the call start")
 		}
 	}
@@ -283,7 +289,13 @@ func TestShutdownWaitsForRequestStillArriving(t *testing.T) {
 		defer cancel()
 		drained <- srv.Shutdown(ctx)
 	}()
-	time.Sleep(time.Second) // the rest of the message arrives late
+	// The drain has begun once the server sends this connection its GOAWAY.
+	if !c.waitFor(10*time.Second, func() bool { return c.goAway != nil || c.closed }) {
+		t.Fatal("the drain did not begin")
+	}
+	// Not a wait for an event: the rest of the message arrives late, well after the idleGrace in
+	// which a drain that did not count the call would have closed it.
+	time.Sleep(5 * idleGrace)
 	c.write(func(fr *http2.Framer) error { return fr.WriteData(1, true, frame[half:]) })
 
 	if !c.waitFor(10*time.Second, func() bool { return c.ended[1] || c.closed }) {
