@@ -182,7 +182,7 @@ func TestShardColdJobChunksStress(t *testing.T) {
 					select {
 					case <-stop:
 						return
-					case <-time.After(200 * time.Microsecond):
+					case <-time.After(200 * time.Microsecond): // not a wait: the pace at which keys turn cold
 						clock.advance(time.Second)
 					}
 				}
