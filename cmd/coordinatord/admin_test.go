@@ -95,28 +95,47 @@ func TestReadyzExcludeFailedFollowsGRPCHealth(t *testing.T) {
 	if r := reloading.Initialize(ctx, shard.InitializeRequest{Key: key, StateEpoch: 1}); r.Code != kafkaerr.None {
 		t.Fatal(r)
 	}
-	// Two failed appends in a row: the second reload waits for its backoff in Loading.
-	fsys.SetInjector(faultfs.Match(faultfs.OnKinds(faultfs.OpWrite), syscall.ENOSPC))
+	// Two failed appends in a row: the second reload waits for its backoff in Loading. The
+	// reload's lock of the log directory tells that it has begun.
+	locked := make(chan struct{}, 1)
+	fsys.SetInjector(faultfs.InjectorFunc(func(op faultfs.Op) error {
+		switch op.Kind {
+		case faultfs.OpWrite:
+			return syscall.ENOSPC
+		case faultfs.OpLock:
+			select {
+			case locked <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	}))
 	write := func() {
 		reloading.Write(ctx, shard.WriteRequest{Key: key, StateEpoch: 1, StateBatches: []shard.StateBatch{{FirstOffset: 0, LastOffset: 1}}})
 	}
 	loaded := reloading.Status().LoadDuration
 	write()
-	// Active again after the reload, not the status from before it (the reload's own load
-	// duration tells them apart).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if st := reloading.Status(); st.State == shard.Active && st.LoadDuration != loaded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the partition did not serve again after its first failed append")
-		}
+	// Active again after the reload, not the status from before it: the reload has begun, and its
+	// own load duration tells the two apart.
+	select {
+	case <-locked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload after the first failed append")
+	}
+	if err := reloading.WaitLoaded(ctx); err != nil {
+		t.Fatalf("the partition did not serve again after its first failed append: %v", err)
+	}
+	if st := reloading.Status(); st.State != shard.Active || st.LoadDuration == loaded {
+		t.Fatalf("status %+v after the reload, want Active with the reload's load duration", st)
 	}
 	write()
-	for deadline := time.Now().Add(10 * time.Second); reloading.Status().State != shard.Loading; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("partition state %v, want it loading after a second failed append", reloading.Status().State)
-		}
+	// A call made after the second failure is answered only once the shard waits in Loading:
+	// either the call finds that status, or the waiting shard answers it from the queue.
+	if r := reloading.ReadSummary(ctx, shard.SummaryRequest{Key: key}); r.Code != kafkaerr.CoordinatorLoadInProgress {
+		t.Fatalf("a call after a second failed append: %+v, want LOAD_IN_PROGRESS", r)
+	}
+	if st := reloading.Status().State; st != shard.Loading {
+		t.Fatalf("partition state %v, want it loading after a second failed append", st)
 	}
 	if code, body := get("/readyz?exclude=failed"); code != http.StatusOK || !strings.Contains(body, "partition 0: loading") {
 		t.Fatalf("/readyz?exclude=failed while one partition reloads: %d %q, want 200 naming it", code, body)

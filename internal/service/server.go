@@ -68,6 +68,8 @@ type unaryCalls struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed when n drops to 0; nil until someone waits
+	// counted is a test hook: nil, or signalled without blocking after each change of n.
+	counted chan<- struct{}
 }
 
 func (u *unaryCalls) add(d int) {
@@ -76,6 +78,12 @@ func (u *unaryCalls) add(d int) {
 	if u.n += d; u.n == 0 && u.idle != nil {
 		close(u.idle)
 		u.idle = nil
+	}
+	if u.counted != nil {
+		select {
+		case u.counted <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -58,6 +58,7 @@ type rawH2 struct {
 	goAway  *http2.GoAwayFrame
 	headers map[uint32][]hpack.HeaderField // response headers and trailers, per stream
 	ended   map[uint32]bool                // stream ended (END_STREAM or RST_STREAM)
+	acked   map[[8]byte]bool               // the data of the pings the server answered
 	closed  bool                           // the server closed the connection
 	changed chan struct{}                  // closed and replaced on every change above
 }
@@ -70,7 +71,7 @@ func dialH2(t *testing.T, addr string) *rawH2 {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	c := &rawH2{t: t, conn: conn, fr: http2.NewFramer(conn, conn), headers: map[uint32][]hpack.HeaderField{},
-		ended: map[uint32]bool{}, changed: make(chan struct{})}
+		ended: map[uint32]bool{}, acked: map[[8]byte]bool{}, changed: make(chan struct{})}
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(1<<16, nil)
 	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
@@ -99,7 +100,9 @@ func (c *rawH2) read() {
 				c.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
 			}
 		case *http2.PingFrame:
-			if !f.IsAck() {
+			if f.IsAck() {
+				c.update(func() { c.acked[f.Data] = true })
+			} else {
 				c.write(func(fr *http2.Framer) error { return fr.WritePing(true, f.Data) })
 			}
 		case *http2.GoAwayFrame:
@@ -199,11 +202,29 @@ func TestKeepaliveMinTimeZeroPermitsAnyInterval(t *testing.T) {
 	_, addr, _ := startStubServer(t, ServerOptions{KeepaliveMinTime: 0})
 	c := dialH2(t, addr)
 	for i := range 10 {
+		if i > 0 {
+			// Not a wait for an event: the interval between pings is what the test is about.
+			time.Sleep(20 * time.Millisecond)
+		}
 		c.write(func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{byte(i)}) })
-		time.Sleep(20 * time.Millisecond)
 	}
-	if c.waitFor(300*time.Millisecond, func() bool { return c.goAway != nil || c.closed }) {
+	// The server answers each ping before it decides whether the ping was one too many, on the
+	// connection's single ordered stream of frames; so once the answer to one more ping arrives,
+	// so has any GOAWAY that the ten brought.
+	fence := [8]byte{'f', 'e', 'n', 'c', 'e'}
+	c.write(func(fr *http2.Framer) error { return fr.WritePing(false, fence) })
+	if !c.waitFor(10*time.Second, func() bool { return c.acked[fence] || c.goAway != nil || c.closed }) {
+		t.Fatal("the server answered no ping")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.goAway != nil || c.closed {
 		t.Fatalf("keepalive minimum 0: the server ended the connection after 10 pings 20 ms apart (GOAWAY %v)", c.goAway)
+	}
+	for i := range 10 {
+		if !c.acked[[8]byte{byte(i)}] {
+			t.Fatalf("ping %d was not answered", i)
+		}
 	}
 }
 
@@ -262,17 +283,23 @@ func TestShutdownWaitsForRequestStillArriving(t *testing.T) {
 	frame = append(frame, msg...)
 	half := len(frame) / 2
 
+	counted := make(chan struct{}, 1)
+	srv.calls.mu.Lock()
+	srv.calls.counted = counted
+	srv.calls.mu.Unlock()
 	c.startCall(1, "/sharecoord.v1.ShareCoordinatorService/WriteShareGroupState")
 	c.write(func(fr *http2.Framer) error { return fr.WriteData(1, false, frame[:half]) })
 	// Wait until the server has the headers (and, on the way, half the message).
-	for began := time.Now(); ; time.Sleep(time.Millisecond) {
+	for deadline := time.After(10 * time.Second); ; {
 		srv.calls.mu.Lock()
 		n := srv.calls.n
 		srv.calls.mu.Unlock()
 		if n == 1 {
 			break
 		}
-		if time.Since(began) > 10*time.Second {
+		select {
+		case <-counted:
+		case <-deadline:
 			t.Fatal("the server never saw the call start")
 		}
 	}
@@ -283,7 +310,13 @@ func TestShutdownWaitsForRequestStillArriving(t *testing.T) {
 		defer cancel()
 		drained <- srv.Shutdown(ctx)
 	}()
-	time.Sleep(time.Second) // the rest of the message arrives late
+	// The drain has begun once the server sends this connection its GOAWAY.
+	if !c.waitFor(10*time.Second, func() bool { return c.goAway != nil || c.closed }) {
+		t.Fatal("the drain did not begin")
+	}
+	// Not a wait for an event: the rest of the message arrives late, well after the idleGrace in
+	// which a drain that did not count the call would have closed it.
+	time.Sleep(5 * idleGrace)
 	c.write(func(fr *http2.Framer) error { return fr.WriteData(1, true, frame[half:]) })
 
 	if !c.waitFor(10*time.Second, func() bool { return c.ended[1] || c.closed }) {

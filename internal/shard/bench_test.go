@@ -315,10 +315,12 @@ func BenchmarkColdJobStall(b *testing.B) {
 				if r := s.Initialize(ctx, InitializeRequest{Key: fresh, StateEpoch: 1}); r.Code != kafkaerr.None {
 					b.Fatal(r)
 				}
-				stop := make(chan struct{})
+				stop, writing := make(chan struct{}), make(chan struct{})
+				wrote := sync.OnceFunc(func() { close(writing) })
 				var wg sync.WaitGroup
 				var maxWrite time.Duration
 				wg.Go(func() {
+					defer wrote() // also when the first write fails
 					r := rand.New(rand.NewPCG(uint64(i), 2))
 					for off := int64(2000); ; off++ {
 						select {
@@ -335,9 +337,10 @@ func BenchmarkColdJobStall(b *testing.B) {
 							return
 						}
 						maxWrite = max(maxWrite, time.Since(began))
+						wrote()
 					}
 				})
-				time.Sleep(20 * time.Millisecond) // the writer is under way
+				<-writing // the writer is under way: its first write was answered
 				began := time.Now()
 				if _, err := s.SnapshotColdPartitions(ctx); err != nil {
 					b.Fatal(err)

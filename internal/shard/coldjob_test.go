@@ -80,10 +80,10 @@ func TestShardSyncGroupFailsBetweenColdChunks(t *testing.T) {
 	a := openReal(t, zaptest.NewLogger(t), opts(0))
 	bl := &afterAppendLog{}
 	bopts := opts(1)
-	b := Open(zaptest.NewLogger(t), newLimits(500), bopts.Options, wrapOpener{bopts.localLog(zaptest.NewLogger(t)), func(l Log) Log {
+	b := start(zaptest.NewLogger(t), newLimits(500), bopts.Options, wrapOpener{bopts.localLog(zaptest.NewLogger(t)), func(l Log) Log {
 		bl.Log = l
 		return bl
-	}})
+	}}, hookQueue)
 	t.Cleanup(func() { _ = b.Close() })
 	ctx := context.Background()
 	for _, s := range []*Shard{a, b} {
@@ -182,7 +182,7 @@ func TestShardColdJobChunksStress(t *testing.T) {
 					select {
 					case <-stop:
 						return
-					case <-time.After(200 * time.Microsecond):
+					case <-time.After(200 * time.Microsecond): // not a wait: the pace at which keys turn cold
 						clock.advance(time.Second)
 					}
 				}

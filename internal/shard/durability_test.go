@@ -32,10 +32,17 @@ import (
 // openReal opens a shard the way the server does (on a LocalLog) and closes it at the end.
 func openReal(t *testing.T, logger *zap.Logger, opts testOpts) *Shard {
 	t.Helper()
+	return openHooked(t, logger, opts, nil)
+}
+
+// openHooked is openReal with prepare, which sets test hooks, run before the shard goroutine
+// starts.
+func openHooked(t *testing.T, logger *zap.Logger, opts testOpts, prepare func(*Shard)) *Shard {
+	t.Helper()
 	if opts.Now == nil {
 		opts.Now = newFakeClock().Now
 	}
-	s := openLocal(logger, newLimits(500), opts)
+	s := start(logger, newLimits(500), opts.Options, opts.localLog(logger), prepare)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -114,22 +121,61 @@ func summaryWhenServing(t *testing.T, s *Shard, k Key) SummaryResult {
 // closes first.
 func waitState(t *testing.T, s *Shard, want State) {
 	t.Helper()
+	waitStatus(t, s, want.String(), func(st Status) bool { return st.State == want })
+}
+
+// waitStatus waits, on the shard's status changes, until s's status satisfies cond (what says
+// what cond wants); it fails if s closes first.
+func waitStatus(t *testing.T, s *Shard, what string, cond func(Status) bool) {
+	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
 		s.mu.Lock()
-		st, changed := s.status.State, s.changed
+		st, changed := s.status, s.changed
 		s.mu.Unlock()
-		if st == want {
+		if cond(st) {
 			return
 		}
-		if st == Closed {
-			t.Fatalf("shard closed, want %v", want)
+		if st.State == Closed {
+			t.Fatalf("shard closed, want %s", what)
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("shard in state %v, want %v", st, want)
+			t.Fatalf("shard status %+v, want %s", st, what)
 		}
+	}
+}
+
+// nextChange returns a channel that is closed at the next change of s's status.
+func nextChange(s *Shard) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// waitReloaded waits for the reload that a failed append of an Active shard makes at once:
+// changed, taken from nextChange before the failing call, closes when the reload starts (the
+// status before it may still read Active), then the shard turns Active again.
+func waitReloaded(t *testing.T, s *Shard, changed <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no reload after the failed append: status %+v", s.Status())
+	}
+	waitState(t, s, Active)
+}
+
+// nextWait returns the next wait before a load that the shard reports on its waits hook.
+func nextWait(t *testing.T, waits <-chan time.Duration) time.Duration {
+	t.Helper()
+	select {
+	case d := <-waits:
+		return d
+	case <-time.After(20 * time.Second):
+		t.Fatal("the shard did not wait before a load")
+		return 0
 	}
 }
 
@@ -232,7 +278,7 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		fsys := faultfs.Wrap(vfs.OS(), nil)
 		core, logs := observer.New(zapcore.WarnLevel)
 		opts := testOpts{LogDir: t.TempDir(), Log: statelog.Options{FS: fsys}, Options: Options{}}
-		s := openReal(t, zap.New(core), opts)
+		s := openHooked(t, zap.New(core), opts, hookQueue)
 		if err := s.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -263,20 +309,10 @@ func TestShardCloseAfterFailedCommitCutsToDurableEnd(t *testing.T) {
 		go func() {
 			second <- s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 20, StateBatches: bs(sb(20, 29, 2, 1))})
 		}()
-		for len(s.ops) == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		waitQueued(t, s, 1)
 		closed := make(chan error, 1)
 		go func() { closed <- s.Close() }()
-		for {
-			s.mu.Lock()
-			c := s.closed
-			s.mu.Unlock()
-			if c {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		<-s.drain // Close has told the shard to drain before the first write's sync returns
 		close(release)
 		<-closed
 		fsys.SetInjector(nil)
@@ -582,11 +618,17 @@ func TestLoadSyncFailureIsNotRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s2 := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}})
+	waits := make(chan time.Duration, 1)
+	s2 := openHooked(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}},
+		func(s *Shard) { s.waits = waits })
 	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrNotDurable) {
 		t.Fatalf("load = %v, want ErrNotDurable", err)
 	}
-	time.Sleep(50 * time.Millisecond) // fifty backoffs
+	// The shard's wait after the failed load, instead of a millisecond's backoff, never ends: no
+	// load follows, and the one that failed made the only sync.
+	if w := nextWait(t, waits); w >= 0 {
+		t.Fatalf("the failed load is retried after %v", w)
+	}
 	if n := syncs.Load(); n != 1 {
 		t.Fatalf("%d syncs of the loaded log, want 1: the load was retried", n)
 	}
@@ -691,12 +733,18 @@ func TestNewerLogFormatIsNotRetried(t *testing.T) {
 		}
 		return nil
 	}))
-	s2 := openReal(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}})
+	waits := make(chan time.Duration, 1)
+	s2 := openHooked(t, zaptest.NewLogger(t), testOpts{LogDir: dir, Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}},
+		func(s *Shard) { s.waits = waits })
 	if err := s2.WaitLoaded(ctx); !errors.Is(err, statelog.ErrUnsupportedFormat) {
 		t.Fatalf("load = %v, want ErrUnsupportedFormat", err)
 	}
 	n := listings.Load()
-	time.Sleep(50 * time.Millisecond) // fifty backoffs
+	// The shard's wait after the failed load, instead of a millisecond's backoff, never ends: no
+	// load, and no listing of the log directory, follows the one that failed.
+	if w := nextWait(t, waits); w >= 0 {
+		t.Fatalf("the failed load is retried after %v", w)
+	}
 	if again := listings.Load(); again != n {
 		t.Fatalf("the log directory was listed %d times after the failed load: the load was retried", again-n)
 	}
@@ -756,11 +804,7 @@ func TestShardSyncGroupFailureCutsLoadBackoff(t *testing.T) {
 	if r := a.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("initialize whose sync failed: %+v", r)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for err := b.Status().Err; !errors.Is(err, statelog.ErrSyncFailed); err = b.Status().Err {
-		if time.Now().After(deadline) {
-			t.Fatalf("partition 1 still failed with %v, want the sync failure", err)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitStatus(t, b, "partition 1 failed with the sync failure", func(st Status) bool {
+		return st.State == Failed && errors.Is(st.Err, statelog.ErrSyncFailed)
+	})
 }

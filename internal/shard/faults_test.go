@@ -248,7 +248,8 @@ func TestShardCrashRecovery(t *testing.T) {
 func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 	fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
 	ts := newTestShard(t, testOpts{LogDir: "/data", Log: statelog.Options{FS: fsys}, Options: Options{RetryBackoff: time.Hour, MaxRetryBackoff: time.Hour}}) // the wait is then maxAppendBackoff
-	s := ts.open(nil)
+	waits := make(chan time.Duration, 4)
+	s := ts.open(func(s *Shard) { s.waits = waits })
 	waitState(t, s, Active)
 	ctx := context.Background()
 	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
@@ -258,22 +259,28 @@ func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 		return s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))})
 	}
 	firstLog := ts.log()
+	reload := nextChange(s)
 	if r := write(); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("first failed append: %+v", r)
 	}
-	// Reloaded at once: a new log is open and the shard is active again (the status alone could
-	// still be the one from before the failure).
-	for deadline := time.Now().Add(20 * time.Second); ts.log() == firstLog || s.Status().State != Active; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reload after the first failure: status %+v", s.Status())
-		}
-		time.Sleep(time.Millisecond)
+	// Reloaded at once: a new log is open and the shard is active again, without a wait.
+	waitReloaded(t, s, reload)
+	if ts.log() == firstLog {
+		t.Fatal("active again after the first failure without opening the log again")
 	}
+	select {
+	case w := <-waits:
+		t.Fatalf("the reload after the first failure waited %v", w)
+	default:
+	}
+	failed := ts.log()
 	if r := write(); r.Code != kafkaerr.CoordinatorNotAvailable {
 		t.Fatalf("second failed append: %+v", r)
 	}
-	// Now it waits before reloading, and says why.
-	waitState(t, s, Loading)
+	// Now it waits before reloading (the longest wait, RetryBackoff being longer), and says why.
+	if w := nextWait(t, waits); w != maxAppendBackoff {
+		t.Fatalf("the reload after a second failure in a row waits %v, want %v", w, maxAppendBackoff)
+	}
 	st := s.Status()
 	if st.State != Loading || !errors.Is(st.Err, syscall.ENOSPC) {
 		t.Fatalf("status after a second failure in a row: %+v, want Loading with the failure", st)
@@ -281,9 +288,6 @@ func TestRepeatedAppendFailuresBackOff(t *testing.T) {
 	if r := write(); r.Code != kafkaerr.CoordinatorLoadInProgress || !strings.Contains(r.Message, "no space left on device") {
 		t.Fatalf("a call while the reload waits: %+v, want LOAD_IN_PROGRESS naming the failure", r)
 	}
-	// A reload of this small log takes well under a millisecond; the wait is seconds.
-	failed := ts.log()
-	time.Sleep(300 * time.Millisecond)
 	if st := s.Status(); st.State != Loading || ts.log() != failed {
 		t.Fatalf("the reload did not wait: status %+v, log reopened %v", st, ts.log() != failed)
 	}
@@ -341,16 +345,12 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
 		for i := range 2 { // the second failure in a row makes the reload wait
 			armed.Store(true)
-			for {
-				r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))})
-				if r.Code == kafkaerr.CoordinatorLoadInProgress && i == 1 {
-					time.Sleep(time.Millisecond) // the reload after the first failure is still running
-					continue
-				}
-				if r.Code != kafkaerr.CoordinatorNotAvailable {
-					t.Fatalf("write %d whose sync fails: %+v", i, r)
-				}
-				break
+			reload := nextChange(s)
+			if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 0, StateBatches: bs(sb(0, 1, 2, 1))}); r.Code != kafkaerr.CoordinatorNotAvailable {
+				t.Fatalf("write %d whose sync fails: %+v", i, r)
+			}
+			if i == 0 {
+				waitReloaded(t, s, reload) // the first failure reloads at once
 			}
 		}
 		waitState(t, s, Loading)
@@ -366,13 +366,15 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 	})
 	t.Run("during the reload", func(t *testing.T) {
 		var armed, blockReads atomic.Bool
-		release := make(chan struct{})
+		release, blocked := make(chan struct{}), make(chan struct{})
+		var once sync.Once
 		inj := syncFailsAfterWrite(&armed, func() { blockReads.Store(true) })
 		fsys := faultfs.Wrap(faultfs.NewCrashFS(), faultfs.InjectorFunc(func(op faultfs.Op) error {
 			if err := inj.MaybeError(op); err != nil {
 				return err
 			}
 			if op.Kind == faultfs.OpRead && blockReads.Load() {
+				once.Do(func() { close(blocked) })
 				<-release // the reload's replay waits here until the shard is closing
 			}
 			return nil
@@ -392,8 +394,11 @@ func TestCloseCutsAfterFailedSync(t *testing.T) {
 		}
 		closed := make(chan error, 1)
 		go func() { closed <- s.Close() }()
-		waitState(t, s, Loading)
-		time.Sleep(50 * time.Millisecond) // let Close ask the shard to stop while the replay waits
+		<-blocked // the reload's replay waits at a read
+		if st := s.Status(); st.State != Loading {
+			t.Fatalf("status %+v with the replay held, want Loading", st)
+		}
+		<-s.drain // Close has asked the shard to stop while the replay waits
 		blockReads.Store(false)
 		close(release)
 		if err := <-closed; err != nil {

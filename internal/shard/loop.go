@@ -196,6 +196,7 @@ func (s *Shard) closeLog() error {
 // (true: load again, which then fails for good) or the shard is closed (false). A negative wait
 // never elapses.
 func (s *Shard) waitFailed(wait time.Duration) bool {
+	s.waiting(wait)
 	var retry <-chan time.Time
 	var logFailed <-chan struct{} // a failed log makes the retry fail for good at once
 	if wait >= 0 {

@@ -116,6 +116,10 @@ type Shard struct {
 	commits    atomic.Int64
 	appended   [numKinds]atomic.Int64
 	appendedSz [numKinds]atomic.Int64
+
+	// Test hooks (hooks.go), like jobDone: nil unless a test sets them before the goroutine starts.
+	queued chan struct{}        // signalled after an operation entered the queue (the test receives)
+	waits  chan<- time.Duration // told of each wait before a load (-1: until closed)
 }
 
 // Open starts the shard over the log that log opens: it returns at once in state Loading and
@@ -461,6 +465,7 @@ func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
 	var refused Result // a COORDINATOR_NOT_AVAILABLE answer when o was not queued
 	select {
 	case s.ops <- o:
+		s.opQueued()
 	case <-s.stopAccept:
 		refused = s.closedResult()
 	case <-ctx.Done():

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,8 +84,15 @@ func newTestShard(t *testing.T, opts testOpts) *testShard {
 	return &testShard{t: t, opts: opts, provider: newLimits(500), logger: zaptest.NewLogger(t)}
 }
 
+// open starts a shard on the testShard's log, with the queue hook that waitQueued needs and
+// prepare (when not nil) run before the shard goroutine starts.
 func (ts *testShard) open(prepare func(*Shard)) *Shard {
-	return start(ts.logger, ts.provider, ts.opts.Options, &gatedOpener{LocalLog: ts.opts.localLog(ts.logger), ts: ts}, prepare)
+	return start(ts.logger, ts.provider, ts.opts.Options, &gatedOpener{LocalLog: ts.opts.localLog(ts.logger), ts: ts}, func(s *Shard) {
+		hookQueue(s)
+		if prepare != nil {
+			prepare(s)
+		}
+	})
 }
 
 // gatedOpener opens the testShard's log wrapped in a gatedLog configured by newGate.
@@ -144,16 +150,24 @@ func mustOK(t testing.TB, r Result) {
 	}
 }
 
-// waitQueued spins until n operations wait in the shard's queue. Enqueueing signals nothing, so the
-// test yields the processor until the queue holds them (no sleeping).
+// hookQueue sets the hook that signals each operation entering s's queue; waitQueued needs it. It
+// is a prepare function for start.
+func hookQueue(s *Shard) { s.queued = make(chan struct{}, 1) }
+
+// waitQueued waits until n operations wait in the shard's queue (the shard goroutine must be held
+// meanwhile, so that none leaves it), checking the queue again after each signal of the queue hook.
 func waitQueued(t *testing.T, s *Shard, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	if s.queued == nil {
+		t.Fatal("waitQueued: the shard has no queue hook (hookQueue)")
+	}
+	deadline := time.After(10 * time.Second)
 	for len(s.ops) < n {
-		if time.Now().After(deadline) {
+		select {
+		case <-s.queued:
+		case <-deadline:
 			t.Fatalf("only %d of %d operations queued", len(s.ops), n)
 		}
-		runtime.Gosched()
 	}
 }
 
@@ -422,6 +436,8 @@ func TestShardCloseWithOperationsInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not start draining")
 	}
+	// Not a wait for an event: the window in which a Close that did not wait for the held commit
+	// would return. Nothing signals that it keeps waiting.
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned before committing: %v", err)
@@ -655,9 +671,7 @@ func TestShardColdJobYieldsBetweenChunks(t *testing.T) {
 	go func() {
 		wrote <- s.Write(ctx, WriteRequest{Key: key(n - 1), StateEpoch: 1, StartOffset: 3, StateBatches: bs(sb(3, 9, 2, 1))})
 	}()
-	for len(s.ops) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitQueued(t, s, 1) // the write waits behind the held chunk
 	release()
 	mustOK(t, <-wrote)
 	if got := <-cold; got != n {
@@ -692,21 +706,11 @@ func TestShardCloseFinishesColdJob(t *testing.T) {
 	<-held
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	for s.Status().State != Closed {
-		select {
-		case <-held:
-		default:
-		}
-		if ch := s.drain; ch != nil {
-			select {
-			case <-ch:
-				release()
-				release = func() {}
-			default:
-			}
-		}
-		time.Sleep(time.Millisecond)
+	<-s.drain // Close asked the shard to finish while the job's first chunk is held
+	if st := s.Status(); st.State == Closed {
+		t.Fatalf("status %+v with a chunk of the job still held", st)
 	}
+	release()
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,9 @@ type SyncGroup struct {
 	failedAt uint64        // the round that failed
 	failedC  chan struct{} // closed when failed is set
 	closed   bool
+	// waited is a test hook: nil, or signalled without blocking each time a caller starts to wait
+	// for a round (the test receives from it).
+	waited chan struct{}
 }
 
 // SyncGroupOptions configures a SyncGroup. Zero values mean the defaults.
@@ -95,6 +98,12 @@ func (g *SyncGroup) Sync() error {
 			return g.closedError()
 		case g.running:
 			g.waiting++
+			if g.waited != nil {
+				select {
+				case g.waited <- struct{}{}:
+				default:
+				}
+			}
 			g.cond.Wait()
 			g.waiting--
 		default:

@@ -3,7 +3,6 @@ package statelog
 import (
 	"errors"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -78,6 +77,7 @@ func newFakeGroup(t *testing.T, s *fakeSyncer) *SyncGroup {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g.waited = make(chan struct{}, 1) // for waitWaiting; set before any Sync
 	t.Cleanup(func() {
 		if err := g.Close(); err != nil {
 			t.Error(err)
@@ -86,11 +86,11 @@ func newFakeGroup(t *testing.T, s *fakeSyncer) *SyncGroup {
 	return g
 }
 
-// waitWaiting spins until n callers wait for a round: waiting signals nothing, so the test
-// yields the processor until the group counts them.
+// waitWaiting waits until n callers wait for a round, checking again each time the group's hook
+// says that one more started to wait (the group must come from newFakeGroup).
 func waitWaiting(t *testing.T, g *SyncGroup, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.After(10 * time.Second)
 	for {
 		g.mu.Lock()
 		w := g.waiting
@@ -98,10 +98,11 @@ func waitWaiting(t *testing.T, g *SyncGroup, n int) {
 		if w == n {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-g.waited:
+		case <-deadline:
 			t.Fatalf("%d callers wait, want %d", w, n)
 		}
-		runtime.Gosched()
 	}
 }
 
