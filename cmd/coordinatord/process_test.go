@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -219,7 +220,30 @@ func (p *proc) waitServing() {
 			p.t.Fatalf("health watch: %v\n%s", err, p.log())
 		}
 		if resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			p.waitStartedUp(ctx)
 			return
+		}
+	}
+}
+
+// waitStartedUp waits for /readyz?exclude=failed to stop answering 503: the server marks its
+// start-up finished for the probes just after gRPC health turns SERVING (never before), so a test
+// that reads /readyz at once could find it a moment early. A metrics port that speaks HTTPS
+// answers plain HTTP 400, and is not waited for.
+func (p *proc) waitStartedUp(ctx context.Context) {
+	p.t.Helper()
+	for {
+		resp, err := http.Get("http://" + p.metricsAddr + "/readyz?exclude=failed")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			p.t.Fatalf("/readyz?exclude=failed did not turn 200 after gRPC health served: %v\n%s", err, p.log())
+		case <-time.After(time.Millisecond):
 		}
 	}
 }
