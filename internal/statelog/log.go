@@ -32,6 +32,7 @@ type Log struct {
 	failed   error     // first write-side failure; sticky
 	closed   bool
 	dirty    bool // DeferSync: the active segment holds appends not yet synced
+	notable  bool // recovery repaired or removed something, or left an unknown file alone
 
 	start atomic.Int64
 	end   atomic.Int64
