@@ -241,6 +241,11 @@ func (l *Log) removeLeftovers(st *dirState) error {
 	// The clean-end file vouches for the log only until it changes: it goes (and the directory
 	// sync that follows recovery's removals makes that durable) before anything is appended.
 	for _, path := range st.cleanFiles {
+		if filepath.Base(path) == cleanTmpName {
+			l.notable = true
+			l.logger.Warn("removing the clean-end.tmp that a close which could not record the log's end left (a full disk, "+
+				"say): the log is checked as after a crash", zap.String("file", path))
+		}
 		if err := l.remove(path); err != nil {
 			return err
 		}
