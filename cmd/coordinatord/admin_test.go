@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -199,5 +200,44 @@ func TestVersionFlag(t *testing.T) {
 	out, stderr, code := runTool(t, "--version")
 	if code != 0 || !strings.HasPrefix(out, "coordinatord version ") || !strings.Contains(out, "go1.") {
 		t.Fatalf("--version: exit %d, %q %q", code, out, stderr)
+	}
+}
+
+// TestDescribeBuild: --version reports the best of what the build recorded: the stamped version,
+// else the module version, else "(devel)", with the VCS revision, commit time and modified flag
+// when the build recorded them.
+func TestDescribeBuild(t *testing.T) {
+	vcs := func(modified string) []debug.BuildSetting {
+		return []debug.BuildSetting{{Key: "-trimpath", Value: "true"}, {Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "563c31f365c71f34e5bfc82686eacd193b3a4ed2"},
+			{Key: "vcs.time", Value: "2026-03-01T21:08:18Z"}, {Key: "vcs.modified", Value: modified}}
+	}
+	info := func(version string, settings []debug.BuildSetting) *debug.BuildInfo {
+		return &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/coordinatord/coordinatord", Version: version},
+			Settings: settings}
+	}
+	const rev = "revision 563c31f365c71f34e5bfc82686eacd193b3a4ed2, committed 2026-03-01T21:08:18Z"
+	for _, tc := range []struct {
+		name    string
+		stamped string
+		bi      *debug.BuildInfo
+		want    string
+	}{
+		{"make build", "v1.4.0-3-g563c31f-dirty", info("v0.0.0-20260301210818-563c31f365c7+dirty", vcs("true")),
+			"v1.4.0-3-g563c31f-dirty (" + rev + ", modified), go1.26.8"},
+		{"go build in a checkout", "", info("v0.0.0-20260301210818-563c31f365c7", vcs("false")),
+			"v0.0.0-20260301210818-563c31f365c7 (" + rev + "), go1.26.8"},
+		{"VCS information without a module version", "", info("(devel)", vcs("true")),
+			"(devel) (" + rev + ", modified), go1.26.8"},
+		{"go install module@version", "", info("v1.4.0", nil), "v1.4.0, go1.26.8"},
+		{"go run", "", info("(devel)", []debug.BuildSetting{{Key: "-buildmode", Value: "exe"}}), "(devel), go1.26.8"},
+		{"no build information", "", nil, "(devel)"},
+		{"stamped, no build information", "v1.4.0", nil, "v1.4.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := describeBuild(tc.stamped, tc.bi); got != tc.want {
+				t.Fatalf("describeBuild = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -295,6 +295,45 @@ func TestCheckConfig(t *testing.T) {
 	}
 }
 
+// TestCheckConfigKafkaServerProperties: check-config on a Kafka broker's server.properties prints
+// one line for the broker keys that do not apply here, naming the flags that replace node.id and
+// listeners; a key set twice in a file is reported with its lines, by check-config and by a
+// start, both with exit status 2.
+func TestCheckConfigKafkaServerProperties(t *testing.T) {
+	dir := t.TempDir()
+	kafka := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(kafka, []byte(strings.Join([]string{
+		"process.roles=broker,controller", "node.id=1", "controller.quorum.bootstrap.servers=localhost:9093",
+		"listeners=PLAINTEXT://:9092,CONTROLLER://:9093", "advertised.listeners=PLAINTEXT://localhost:9092",
+		"num.network.threads=3", "log.dirs=/tmp/kraft-combined-logs", "num.partitions=1",
+		"offsets.topic.replication.factor=1", "share.coordinator.state.topic.replication.factor=1",
+		"share.coordinator.state.topic.min.isr=1", "log.retention.hours=168", "group.initial.rebalance.delay.ms=0",
+	}, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := runTool(t, "check-config", "--config", kafka)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitBadConfig || len(lines) != 1 {
+		t.Fatalf("check-config on server.properties: exit %d, want %d and one line:\n%s", code, exitBadConfig, out)
+	}
+	for _, want := range []string{"12 Kafka broker configs do not apply", "node.id: use --node-id", "listeners: use --listen",
+		"advertised.listeners: use --advertised-listen", "log.dirs: use --data-dir"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check-config output lacks %q:\n%s", want, out)
+		}
+	}
+
+	twice := filepath.Join(dir, "twice.properties")
+	if err := os.WriteFile(twice, []byte("share.coordinator.write.timeout.ms=5000\n# later\nshare.coordinator.write.timeout.ms=9000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const want = "share.coordinator.write.timeout.ms is set 2 times, on lines 1 and 3 (values 5000 and 9000)"
+	if out, _, code := runTool(t, "check-config", "--config", twice); code != exitBadConfig || !strings.Contains(out, want) {
+		t.Fatalf("check-config on a file setting a key twice: exit %d\n%s", code, out)
+	}
+	wantBadConfig(t, t.TempDir(), nil, []string{"--config", twice}, want)
+}
+
 // TestCheckConfigSecurity: check-config reports what the server's security set-up would refuse,
 // not only the values of single keys.
 func TestCheckConfigSecurity(t *testing.T) {

@@ -91,37 +91,60 @@ func run(ctx context.Context, args []string, e env) int {
 // (-ldflags "-X main.buildVersion=..."); empty in a plain go build or go run.
 var buildVersion string
 
-// versionString describes the build: buildVersion, else the module version Go recorded, with the
-// VCS revision when the build recorded one (go build in a git checkout).
+// versionString describes the build (see describeBuild) from what Go recorded in the binary.
 func versionString() string {
-	v := buildVersion
-	bi, ok := debug.ReadBuildInfo()
-	if v == "" {
-		v = "unknown"
-		if ok {
-			v = bi.Main.Version
-		}
+	bi, _ := debug.ReadBuildInfo()
+	return describeBuild(buildVersion, bi)
+}
+
+// describeBuild describes a build as "VERSION (revision R, committed T, modified), GOVERSION",
+// with what the build recorded. VERSION is the stamped one (make build, the image), else the
+// main module's version (go install module@version; go build and go install in a git checkout
+// record a pseudo-version), else "(devel)". The revision, commit time and modified flag are
+// the VCS information go build and go install record in a checkout; go run records none unless
+// given -buildvcs=true, and neither does a build with -buildvcs=false. bi is nil when the
+// binary has no build information.
+func describeBuild(stamped string, bi *debug.BuildInfo) string {
+	v := stamped
+	if v == "" && bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
 	}
-	if !ok {
+	if v == "" {
+		v = "(devel)"
+	}
+	if bi == nil {
 		return v
 	}
-	var rev, modified string
+	var details []string
+	for _, key := range []string{"vcs.revision", "vcs.time", "vcs.modified"} {
+		value, ok := buildSetting(bi, key)
+		switch {
+		case !ok || value == "":
+		case key == "vcs.revision":
+			details = append(details, "revision "+value)
+		case key == "vcs.time":
+			details = append(details, "committed "+value)
+		case value == "true":
+			details = append(details, "modified")
+		}
+	}
+	if len(details) > 0 {
+		v += " (" + strings.Join(details, ", ") + ")"
+	}
+	if bi.GoVersion != "" {
+		v += ", " + bi.GoVersion
+	}
+	return v
+}
+
+// buildSetting returns the value of the build setting key.
+func buildSetting(bi *debug.BuildInfo, key string) (string, bool) {
 	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
+		if s.Key == key {
+			return s.Value, true
 		}
 	}
-	if rev != "" {
-		v += " (" + rev
-		if modified == "true" {
-			v += ", modified"
-		}
-		v += ")"
-	}
-	return v + ", " + bi.GoVersion
+	return "", false
 }
 
 // usageError marks errors from argument validation.

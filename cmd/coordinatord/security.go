@@ -155,12 +155,13 @@ func newSecurity(logger *zap.Logger, b groupcfg.Broker, reg prometheus.Registere
 	return sec, nil
 }
 
-// credentials returns the gRPC transport credentials (nil: plaintext).
+// credentials returns the gRPC transport credentials (nil: plaintext). Handshakes they refuse
+// are logged, rate-limited: gRPC drops those connections silently.
 func (s *security) credentials() credentials.TransportCredentials {
 	if s.grpcTLS == nil {
 		return nil
 	}
-	return credentials.NewTLS(s.grpcTLS)
+	return tlsconfig.LogHandshakeFailures(s.logger.Named("grpc-tls"), credentials.NewTLS(s.grpcTLS))
 }
 
 // authorize returns the authorization interceptor (nil: none).

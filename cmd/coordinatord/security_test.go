@@ -190,6 +190,48 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 		}
 	})
 
+	t.Run("refused handshakes are logged", func(t *testing.T) {
+		stranger := testcert.NewCA(t, "another CA").Issue(t, *brokerSubject(), false)
+		for _, tc := range []struct {
+			name   string
+			cert   *tls.Certificate // nil: none; ignored for plaintext
+			plain  bool
+			reason string
+		}{
+			{name: "no client certificate", reason: "client didn't provide a certificate"},
+			{name: "certificate of another CA", cert: &stranger, reason: "certificate signed by unknown authority"},
+			{name: "plaintext", plain: true, reason: "does not look like a TLS handshake"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				raw, err := net.Dial("tcp", p.grpcAddr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer raw.Close()
+				_ = raw.SetDeadline(time.Now().Add(30 * time.Second))
+				if tc.plain {
+					_, _ = raw.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+				} else {
+					cfg := withALPN(fx.clientTLS(t, nil))
+					cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+						if tc.cert == nil {
+							return &tls.Certificate{}, nil
+						}
+						return tc.cert, nil // even though the server does not ask for its CA
+					}
+					if tls.Client(raw, cfg).Handshake() == nil {
+						_, _ = raw.Read(make([]byte, 1)) // TLS 1.3: the refusal comes after the client's flight
+					}
+				}
+				_, _ = raw.Read(make([]byte, 1))
+				// The line names the client's address and crypto/tls's reason.
+				remote := regexp.QuoteMeta(`"remote":"` + raw.LocalAddr().String() + `"`)
+				waitForLog(t, p, regexp.MustCompile(`"logger":"security.grpc-tls".*"msg":"TLS handshake failed; the connection was closed".*`+
+					remote+`.*"reason":"[^"]*`+regexp.QuoteMeta(tc.reason)))
+			})
+		}
+	})
+
 	t.Run("refused connections", func(t *testing.T) {
 		stranger := testcert.NewCA(t, "another CA")
 		for name, cfg := range map[string]*tls.Config{

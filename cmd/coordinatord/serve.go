@@ -347,7 +347,9 @@ func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b g
 }
 
 // waitLoaded waits until every shard has finished loading (active, or failed for good) and logs
-// the outcome once, with the time since start, when the shards started loading.
+// the outcome once, with the time since start, when the shards started loading: how many loaded
+// and failed, the records they replayed and the keys they hold, and the slowest. (Each shard logs
+// its own load at DEBUG, unless it was unusual.)
 func waitLoaded(ctx context.Context, logger *zap.Logger, shards []*shard.Shard, start time.Time) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(shards))
@@ -360,16 +362,30 @@ func waitLoaded(ctx context.Context, logger *zap.Logger, shards []*shard.Shard, 
 	if ctx.Err() != nil {
 		return
 	}
-	failed := 0
+	var loaded, failed int
+	var records, keys int64
+	slowest, slowestTook := -1, time.Duration(0)
 	for p, err := range errs {
-		if err != nil {
+		switch {
+		case err != nil:
 			failed++
 			logger.Error("state partition failed to load; its keys answer COORDINATOR_NOT_AVAILABLE",
 				zap.Int("state_partition", p), zap.Error(err))
+		case shards[p] != nil:
+			loaded++
+			st := shards[p].Stats()
+			records, keys = records+st.LoadedRecords, keys+st.Keys
+			if slowest < 0 || st.LoadTime > slowestTook {
+				slowest, slowestTook = p, st.LoadTime
+			}
 		}
 	}
-	logger.Info("state partitions loaded", zap.Int("partitions", len(shards)), zap.Int("failed", failed),
-		zap.Duration("took", time.Since(start)))
+	fields := []zap.Field{zap.Int("partitions", len(shards)), zap.Int("loaded", loaded), zap.Int("failed", failed),
+		zap.Int64("records", records), zap.Int64("keys", keys)}
+	if slowest >= 0 {
+		fields = append(fields, zap.Int("slowest_partition", slowest), zap.Duration("slowest_took", slowestTook))
+	}
+	logger.Info("state partitions loaded", append(fields, zap.Duration("took", time.Since(start)))...)
 }
 
 // closeShards closes every shard in parallel: each commits what it accepted and closes its log.

@@ -577,7 +577,7 @@ func groupDefinitions() []Definition {
 		},
 		{
 			Name: keyDeadLetterTopicName, Type: TypeString, Default: "",
-			Validator:  Rule{Desc: `any name not starting with "__"`, Check: checkDeadLetterTopicName},
+			Validator:  Rule{Desc: `empty, or a topic name: up to 249 of a-z A-Z 0-9 . _ -, not "." or "..", not starting with "__"`, Check: checkDeadLetterTopicName},
 			Importance: ImportanceMedium, Scope: ScopeGroup, Dynamic: true,
 			Doc: "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share group. If blank " +
 				"(the default), the group does not have a DLQ topic.",

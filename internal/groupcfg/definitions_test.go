@@ -118,6 +118,16 @@ func edgeCases(t *testing.T, d *Definition, lo, hi int64) []edgeCase {
 		return []edgeCase{
 			{value: "", ok: true}, {value: "dlq.orders", ok: true}, {value: "_one_underscore", ok: true},
 			{value: "__consumer_offsets", mustIn: []string{d.Name, "__consumer_offsets", `must not start with "__"`}},
+			// Kafka's Topic.validate: ASCII letters, digits, '.', '_' and '-', at most 249 of them, not "." or "..".
+			{value: "Orders-DLQ_v2.9", ok: true}, {value: strings.Repeat("d", 249), ok: true},
+			{value: strings.Repeat("d", 250), mustIn: []string{d.Name, "250 characters long", "at most 249 characters"}},
+			{value: ".", mustIn: []string{d.Name, "not a valid topic name", `not "." or ".."`}},
+			{value: "..", mustIn: []string{d.Name, "not a valid topic name"}},
+			{value: "a b/c", mustIn: []string{d.Name, `"a b/c"`, "characters a topic name cannot hold", "ASCII letter, digit, '.', '_' or '-'"}},
+			{value: "dlq\x00", mustIn: []string{d.Name, `"dlq\x00"`, "characters a topic name cannot hold"}},
+			{value: "dlq\nnext", mustIn: []string{d.Name, `"dlq\nnext"`, "characters a topic name cannot hold"}},
+			{value: "dlq/orders", mustIn: []string{"characters a topic name cannot hold"}},
+			{value: "dlq-ö", mustIn: []string{"characters a topic name cannot hold"}},
 		}
 	}
 	switch d.Name {
@@ -245,5 +255,27 @@ func TestParseISODuration(t *testing.T) {
 				t.Fatalf("parseISODuration(%q) = %v, %v; want ok=%v negative=%v", tc.in, neg, err, tc.ok, tc.neg)
 			}
 		})
+	}
+}
+
+// TestDeadLetterTopicNameHugeValue: a 1 MiB DLQ topic name is refused with a message that says what
+// a topic name may be and repeats only the start of the value, and nothing is stored.
+func TestDeadLetterTopicNameHugeValue(t *testing.T) {
+	f := openFixture(t, t.TempDir(), staticOf(t))
+	huge := strings.Repeat("x", 1<<20)
+	res := f.m.IncrementalAlterConfigs([]AlterResource{groupRes("g", set(keyDeadLetterTopicName, huge))}, false)[0]
+	if res.ErrorCode != kafkaerr.InvalidConfig {
+		t.Fatalf("got %s %q, want INVALID_CONFIG", res.ErrorCode, res.ErrorMessage)
+	}
+	for _, want := range []string{keyDeadLetterTopicName, "1048576 characters long", "at most 249 characters", "(1048576 bytes)"} {
+		if !strings.Contains(res.ErrorMessage, want) {
+			t.Fatalf("message lacks %q: %.400s", want, res.ErrorMessage)
+		}
+	}
+	if len(res.ErrorMessage) > 1024 {
+		t.Fatalf("message is %d bytes long: it repeats the whole value", len(res.ErrorMessage))
+	}
+	if got := f.m.groupText("g", keyDeadLetterTopicName); got != "" {
+		t.Fatalf("stored %.40q...", got)
 	}
 }

@@ -98,11 +98,35 @@ func normalizeAutoOffsetReset(text string) string {
 	return text
 }
 
-// checkDeadLetterTopicName is the rule of errors.deadletterqueue.topic.name (KIP-1191): names
-// starting with "__" are reserved for internal topics.
+// maxTopicNameLength is Kafka's limit on a topic name (Topic.MAX_NAME_LENGTH): 249 characters,
+// so that a partition directory name (topic, '-', partition number) fits in 255 bytes.
+const maxTopicNameLength = 249
+
+// topicNameRule says, for messages, what a DLQ topic name may be.
+const topicNameRule = "a topic name is at most 249 characters, each an ASCII letter, digit, '.', '_' or '-', " +
+	"and is not \".\" or \"..\"; names starting with \"__\" are reserved for internal topics; empty means no DLQ topic"
+
+// checkDeadLetterTopicName is the rule of errors.deadletterqueue.topic.name: empty (no DLQ topic,
+// the default), or a name Kafka's Topic.validate accepts that does not start with "__", which
+// KIP-1191 reserves for internal topics. A name Kafka could never create would only fail later,
+// when the first record is dead-lettered.
 func checkDeadLetterTopicName(text string) error {
-	if strings.HasPrefix(text, "__") {
+	switch {
+	case text == "":
+		return nil
+	case text == "." || text == "..":
+		return errors.New("is not a valid topic name: " + topicNameRule)
+	case strings.IndexFunc(text, func(r rune) bool { return !isTopicNameChar(r) }) >= 0:
+		return errors.New("holds characters a topic name cannot hold: " + topicNameRule)
+	case len(text) > maxTopicNameLength:
+		return errors.New("is " + strconv.Itoa(len(text)) + " characters long: " + topicNameRule)
+	case strings.HasPrefix(text, "__"):
 		return errors.New(`must not start with "__" (reserved for internal topics)`)
 	}
 	return nil
+}
+
+// isTopicNameChar reports whether r may appear in a Kafka topic name (Topic.LEGAL_CHARS).
+func isTopicNameChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
 }

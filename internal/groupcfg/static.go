@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -94,9 +95,12 @@ type rawSetting struct {
 func loadStatic(sch *schema, src Sources) (*Static, []Problem) {
 	var problems []Problem
 	raw := make(map[int]rawSetting)
+	var kafka []string // the Kafka broker keys of the source being read, reported together
 	set := func(key, text, origin string) {
 		d, ok := sch.lookup(key)
 		switch {
+		case !ok && isKafkaBrokerKey(key):
+			kafka = append(kafka, key)
 		case !ok:
 			problems = append(problems, Problem{Key: key, Value: text, Source: origin,
 				Message: fmt.Sprintf("unknown config %s: it is not a coordinatord broker config; remove it (the README lists every config)", show(nil, key))})
@@ -106,11 +110,17 @@ func loadStatic(sch *schema, src Sources) (*Static, []Problem) {
 			raw[sch.index[key]] = rawSetting{text: text, origin: origin}
 		}
 	}
+	endSource := func(origin string) {
+		if len(kafka) > 0 {
+			problems = append(problems, kafkaKeysProblem(kafka, origin))
+		}
+		kafka = nil
+	}
 
 	// Lowest precedence first, so that each later source overwrites the earlier ones.
 	if src.File != "" {
 		origin := "file " + src.File
-		props, err := loadProperties(src.File)
+		props, settings, err := loadProperties(src.File)
 		if err != nil {
 			problems = append(problems, Problem{Source: origin,
 				Message: fmt.Sprintf("cannot read config file %s: %v; fix the file or the --config flag", src.File, err)})
@@ -119,6 +129,8 @@ func loadStatic(sch *schema, src Sources) (*Static, []Problem) {
 				text, _ := props.Get(key)
 				set(key, text, origin)
 			}
+			endSource(origin)
+			problems = append(problems, repeatedKeys(sch, settings, origin)...)
 		}
 	}
 	for _, kv := range src.Env {
@@ -147,6 +159,7 @@ func loadStatic(sch *schema, src Sources) (*Static, []Problem) {
 		}
 		set(key, text, "--override")
 	}
+	endSource("--override")
 
 	state := newBrokerState(sch)
 	valid := make(map[int]bool, len(sch.broker))
@@ -170,6 +183,35 @@ func loadStatic(sch *schema, src Sources) (*Static, []Problem) {
 	}
 	problems = append(problems, crossCheck(sch, state, valid)...)
 	return &Static{state: state}, problems
+}
+
+// repeatedKeys are the problems of broker keys that a properties file sets more than once: the
+// loader would keep the last one silently, and which was meant is the operator's to say. (Other
+// keys are refused anyway.)
+func repeatedKeys(sch *schema, settings []setting, origin string) []Problem {
+	var problems []Problem
+	for _, group := range repeated(settings) {
+		d, ok := sch.lookup(group[0].key)
+		if !ok || d.Scope == ScopeGroup {
+			continue
+		}
+		lines, values := make([]string, len(group)), make([]string, len(group))
+		for i, s := range group {
+			lines[i], values[i] = strconv.Itoa(s.line), show(d, strings.TrimSpace(s.value))
+		}
+		problems = append(problems, Problem{Key: d.Name, Value: values[len(values)-1], Source: origin,
+			Message: fmt.Sprintf("%s is set %d times, on lines %s (values %s): keep one of them", d.Name, len(group),
+				joinAnd(lines), joinAnd(values))})
+	}
+	return problems
+}
+
+// joinAnd joins items as "a, b and c".
+func joinAnd(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
 
 // staticMessage explains why a static value is refused and how to fix it, on one line.
@@ -229,21 +271,23 @@ const maxPropertiesBytes = 1 << 20
 // Kafka's own files (Java's PropertyResourceBundle falls back the same way). A file holding a NUL
 // byte is refused as not being text, one larger than maxPropertiesBytes as too large, and a parse
 // error shows no byte that is not printable text.
-func loadProperties(path string) (*properties.Properties, error) {
+// It also returns every setting of the file in order (see fileSettings), so that a key set twice
+// can be reported.
+func loadProperties(path string) (*properties.Properties, []setting, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { _ = f.Close() }()
 	data, err := io.ReadAll(io.LimitReader(f, maxPropertiesBytes+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if i := bytes.IndexByte(data, 0); i >= 0 {
-		return nil, fmt.Errorf("it is not a text file (a NUL byte at byte %d)", i)
+		return nil, nil, fmt.Errorf("it is not a text file (a NUL byte at byte %d)", i)
 	}
 	if len(data) > maxPropertiesBytes {
-		return nil, fmt.Errorf("it is larger than %d bytes, too large for a properties file of broker configs", maxPropertiesBytes)
+		return nil, nil, fmt.Errorf("it is larger than %d bytes, too large for a properties file of broker configs", maxPropertiesBytes)
 	}
 	enc := properties.UTF8
 	if !utf8.Valid(data) {
@@ -252,12 +296,12 @@ func loadProperties(path string) (*properties.Properties, error) {
 	loader := properties.Loader{Encoding: enc, DisableExpansion: true}
 	p, err := loader.LoadBytes(data)
 	if err != nil {
-		return nil, errors.New(strings.Map(func(r rune) rune {
+		return nil, nil, errors.New(strings.Map(func(r rune) rune {
 			if r == utf8.RuneError || !unicode.IsPrint(r) {
 				return '?'
 			}
 			return r
 		}, err.Error()))
 	}
-	return p, nil
+	return p, fileSettings(loader, data), nil
 }

@@ -117,7 +117,8 @@ func TestStaticPrecedence(t *testing.T) {
 }
 
 // TestPropertiesFileSyntax checks Java properties semantics: separators, comments, continuation
-// lines, escapes, whitespace, no ${} expansion, last duplicate wins.
+// lines, escapes, whitespace, no ${} expansion. (A key set twice is refused: see
+// TestRepeatedKeysInFile.)
 func TestPropertiesFileSyntax(t *testing.T) {
 	file := writeProps(t, strings.Join([]string{
 		"# a comment",
@@ -127,7 +128,6 @@ func TestPropertiesFileSyntax(t *testing.T) {
 		"share.coordinator.state.topic.prune.interval.ms = 1\\",
 		"    000",
 		"  share.coordinator.append.linger.ms=\\u0035",
-		"metrics.group.label.max=7",
 		"metrics.group.label.max=8",
 	}, "\n"))
 	st, err := LoadStatic(Sources{File: file})

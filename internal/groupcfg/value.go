@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // value is a parsed config value. text is its canonical form (what is stored, described and
@@ -119,11 +120,23 @@ func expected(d *Definition, lo, hi int64) string {
 	return "a value"
 }
 
+// maxShown is how many bytes of a value a message repeats; a longer value is cut and its length
+// given, so that a huge value does not make a huge message or log line.
+const maxShown = 256
+
 // show renders a value for a message: as is when it is plain, quoted when it is empty or holds
-// spaces or control characters (so that the one-line message stays one line and unambiguous).
+// spaces or control characters (so that the one-line message stays one line and unambiguous),
+// cut after maxShown bytes.
 func show(d *Definition, text string) string {
 	if d != nil && d.hidden() {
 		return "[hidden]"
+	}
+	if len(text) > maxShown {
+		cut := maxShown
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		return strconv.Quote(text[:cut]) + "... (" + strconv.Itoa(len(text)) + " bytes)"
 	}
 	if text == "" || strings.IndexFunc(text, func(r rune) bool {
 		return unicode.IsSpace(r) || !unicode.IsPrint(r) || r == '"'

@@ -283,6 +283,9 @@ func badInputs(t *testing.T) []badInput {
 		{"find coordinator: partition overflows int32", callFind("g:" + topicA + ":2147483648"), invalidRequest("invalid partition")},
 		{"find coordinator: blank group", callFind("  :" + topicA + ":0"), invalidRequest("group id must not be blank")},
 		{"find coordinator: empty key", callFind(""), invalidRequest("empty")},
+		{"find coordinator: negative partition", callFind("g:" + topicA + ":-1"), invalidRequest("partition id cannot be a negative")},
+		{"find coordinator: minimum int32 partition", callFind("g:"+topicA+":0", "g:"+topicA+":-2147483648"),
+			invalidRequest("partition id cannot be a negative")},
 
 		// Configuration faults: per resource INVALID_CONFIG or INVALID_REQUEST with a message.
 		{"unknown config name", callAlter(alter(group, "g", set, "share.no.such.config", str("1"))), invalidConfig("share.no.such.config")},

@@ -321,10 +321,15 @@ func (s *StateServer) FindCoordinator(_ context.Context, req *pb.FindCoordinator
 	for i, raw := range req.GetKeys() {
 		c := &pb.Coordinator{Key: raw, NodeId: -1, StatePartition: -1, Port: -1}
 		key, err := shard.ParseCoordinatorKey(raw)
-		if err != nil {
+		switch {
+		case err != nil:
 			c.ErrorCode = errorCode(kafkaerr.InvalidRequest)
 			c.ErrorMessage = fmt.Sprintf("key %q is not a share coordinator key \"groupId:topicId:partition\": %v", raw, err)
-		} else {
+		case key.Partition < 0:
+			// The state RPCs refuse a negative partition; a key naming one has no coordinator either.
+			c.ErrorCode = errorCode(kafkaerr.InvalidRequest)
+			c.ErrorMessage = fmt.Sprintf("key %q names partition %d: the partition id cannot be a negative number", raw, key.Partition)
+		default:
 			p := shard.PartitionFor(key.CoordinatorKey(), len(s.partitions))
 			c.StatePartition = int32(p)
 			if s.opts.Coordinators == nil {

@@ -332,8 +332,9 @@ func TestFindCoordinator(t *testing.T) {
 		":P6hfZFcXRWKz_CyWP2avpg:1",
 		"g:not-a-topic-id:1",
 		"g:P6hfZFcXRWKz_CyWP2avpg:x",
+		"g:P6hfZFcXRWKz_CyWP2avpg:-1", // parses, but the state RPCs refuse a negative partition
 	}
-	want := []int32{44, 23, 16, 45, 40, -1, -1, -1, -1}
+	want := []int32{44, 23, 16, 45, 40, -1, -1, -1, -1, -1}
 	resp, err := ts.state.FindCoordinator(ctx, &pb.FindCoordinatorRequest{Keys: keys})
 	if err != nil {
 		t.Fatal(err)
@@ -343,8 +344,9 @@ func TestFindCoordinator(t *testing.T) {
 			t.Fatalf("coordinator %d key = %q, want %q", i, c.GetKey(), keys[i])
 		}
 		if want[i] < 0 {
-			if c.GetErrorCode() != pb.ErrorCode_ERROR_CODE_INVALID_REQUEST || c.GetErrorMessage() == "" {
-				t.Errorf("key %q: %v, want INVALID_REQUEST with a message", keys[i], c)
+			if c.GetErrorCode() != pb.ErrorCode_ERROR_CODE_INVALID_REQUEST || c.GetErrorMessage() == "" ||
+				c.GetStatePartition() != -1 || c.GetNodeId() != -1 {
+				t.Errorf("key %q: %v, want INVALID_REQUEST with a message and no partition or node", keys[i], c)
 			}
 			continue
 		}
@@ -368,7 +370,8 @@ func TestFindCoordinatorInACluster(t *testing.T) {
 		return Coordinator{NodeID: 3, Host: "node-3", Port: 7071}
 	}})
 	resp, err := srv.FindCoordinator(ctxT(t), &pb.FindCoordinatorRequest{Keys: []string{
-		"group1:AAAAAAAAAAAAAAAAAAAAAA:0", "group1:AAAAAAAAAAAAAAAAAAAAAQ:3", "my-share-group:P6hfZFcXRWKz_CyWP2avpg:7"}})
+		"group1:AAAAAAAAAAAAAAAAAAAAAA:0", "group1:AAAAAAAAAAAAAAAAAAAAAQ:3", "my-share-group:P6hfZFcXRWKz_CyWP2avpg:7",
+		"my-share-group:P6hfZFcXRWKz_CyWP2avpg:-7"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +385,10 @@ func TestFindCoordinatorInACluster(t *testing.T) {
 	if c[2].GetStatePartition() != 16 || c[2].GetErrorCode() != pb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE ||
 		c[2].GetErrorMessage() == "" || c[2].GetNodeId() != -1 {
 		t.Errorf("partition 16: %v, want COORDINATOR_NOT_AVAILABLE", c[2])
+	}
+	if c[3].GetErrorCode() != pb.ErrorCode_ERROR_CODE_INVALID_REQUEST || c[3].GetStatePartition() != -1 ||
+		!strings.Contains(c[3].GetErrorMessage(), "partition id cannot be a negative number") {
+		t.Errorf("negative partition: %v, want INVALID_REQUEST", c[3])
 	}
 }
 

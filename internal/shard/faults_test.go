@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/vfs"
@@ -194,6 +198,42 @@ func TestShardAppendFailureReloads(t *testing.T) {
 		t.Fatalf("the failed write is visible after the reload: %+v", got)
 	}
 	mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 43}))
+}
+
+// TestShardLoadLogLevels: a first load is logged at DEBUG (the caller of WaitLoaded sums the
+// partitions up), a reload after a failed append at INFO; Stats reports what the last load
+// replayed and how long it took.
+func TestShardLoadLogLevels(t *testing.T) {
+	fs := faultfs.Wrap(vfs.OS(), nil)
+	ts := newTestShard(t, testOpts{Log: statelog.Options{FS: fs}, Options: Options{}})
+	core, logs := observer.New(zapcore.DebugLevel)
+	ts.logger = zap.New(core)
+	s := ts.active(nil)
+	loads := func() []observer.LoggedEntry { return logs.FilterMessage("state partition loaded").All() }
+	if l := loads(); len(l) != 1 || l[0].Level != zapcore.DebugLevel || l[0].ContextMap()["reload"] != false {
+		t.Fatalf("first load logged as %v, want one DEBUG line", l)
+	}
+	if st := s.Stats(); st.LoadedRecords != 0 || st.LoadTime <= 0 {
+		t.Fatalf("after the first load: %+v", st)
+	}
+	ctx := context.Background()
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	fs.SetInjector(faultfs.Match(faultfs.OnKinds(faultfs.OpWrite), syscall.EIO))
+	s.mu.Lock()
+	changed := s.changed
+	s.mu.Unlock()
+	if r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: 42}); r.Code != kafkaerr.CoordinatorNotAvailable {
+		t.Fatalf("write during an append failure: %+v", r)
+	}
+	fs.SetInjector(nil)
+	waitReloaded(t, s, changed)
+	l := loads()
+	if len(l) != 2 || l[1].Level != zapcore.InfoLevel || l[1].ContextMap()["reload"] != true || l[1].ContextMap()["records"] != int64(1) {
+		t.Fatalf("reload logged as %v, want an INFO line with reload=true and 1 record", l)
+	}
+	if st := s.Stats(); st.LoadedRecords != 1 || st.Keys != 1 {
+		t.Fatalf("after the reload: %+v", st)
+	}
 }
 
 // Power cuts at random moments of a concurrent random workload: the log left behind loads, and

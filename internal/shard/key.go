@@ -29,8 +29,8 @@ func (k Key) String() string { return k.CoordinatorKey() }
 // does: from the right, so the group may contain ':'; trailing ':' characters are ignored (Java's
 // String.split drops trailing empty tokens); the group must not be blank (Java's trim: nothing
 // but characters ≤ U+0020); the topic id must be a canonical record.TopicID; the partition is a
-// decimal int32 with an optional sign. A negative partition parses (as in Kafka); the shard answers
-// it with INVALID_REQUEST.
+// decimal int32 with an optional sign. A negative partition parses (as in Kafka); the shard, and the
+// service's FindCoordinator, answer it with INVALID_REQUEST.
 func ParseCoordinatorKey(s string) (Key, error) {
 	if s == "" {
 		return Key{}, errors.New("invalid share partition key: empty")

@@ -92,6 +92,7 @@ func (s *Shard) nextAppendBackoff(prev time.Duration, lastFailure time.Time) tim
 // records applied as it is read. It returns how long that took.
 func (s *Shard) runLoading() (time.Duration, error) {
 	s.setStatus(Loading, s.appendErr, 0) // a reload after a failed append says why
+	s.loads++
 	s.closeLog()
 	s.m.reset()
 	started := time.Now()
@@ -124,8 +125,17 @@ func (s *Shard) runLoading() (time.Duration, error) {
 	s.pruned.Store(s.lastPruned)
 	s.metrics.loaded(took, s.lastPruned)
 	s.publish() // sets the keys gauge
-	s.logger.Info("state partition loaded", zap.Int64("records", n), zap.Int("keys", len(s.m.states)),
-		zap.Int64("start_offset", from), zap.Int64("end_offset", l.EndOffset()), zap.Duration("took", took))
+	s.loaded.Store(n)
+	s.loadTook.Store(int64(took))
+	// A first load that met nothing unusual is summed up with the others by the caller of
+	// WaitLoaded; a reload, or a load that skipped records, is worth a line of its own.
+	level := zap.DebugLevel
+	if s.loads > 1 || len(s.m.skipped) > 0 {
+		level = zap.InfoLevel
+	}
+	s.logger.Log(level, "state partition loaded", zap.Int64("records", n), zap.Int("keys", len(s.m.states)),
+		zap.Int64("start_offset", from), zap.Int64("end_offset", l.EndOffset()), zap.Duration("took", took),
+		zap.Bool("reload", s.loads > 1))
 	return max(took, time.Nanosecond), nil
 }
 

@@ -62,6 +62,8 @@ type Stats struct {
 	Commits          int64 // appends (group commits) made
 	Records          RecordCounts
 	Bytes            RecordCounts
+	LoadedRecords    int64         // records the last successful load replayed
+	LoadTime         time.Duration // how long that load took
 }
 
 // RecordCounts counts appended records (or their bytes) per record type.
@@ -108,6 +110,9 @@ type Shard struct {
 	// lost is the error of a log that failed while this shard was idle (LogOpener.Failed): the
 	// shard fails for good without a reload.
 	lost error
+	// loads counts the loads begun; every one after the first is a reload (after a failed load
+	// or append, or a replaced log), which is logged at INFO where a first load is logged at DEBUG.
+	loads int
 
 	// Mirrors for Stats and LastRedundantOffset, updated after each commit.
 	keys       atomic.Int64
@@ -116,6 +121,8 @@ type Shard struct {
 	commits    atomic.Int64
 	appended   [numKinds]atomic.Int64
 	appendedSz [numKinds]atomic.Int64
+	loaded     atomic.Int64 // records replayed by the last successful load
+	loadTook   atomic.Int64 // its duration, in nanoseconds
 
 	// Test hooks (hooks.go), like jobDone: nil unless a test sets them before the goroutine starts.
 	queued chan struct{}        // signalled after an operation entered the queue (the test receives)
@@ -218,6 +225,8 @@ func (s *Shard) Stats() Stats {
 		Commits:          s.commits.Load(),
 		Records:          RecordCounts{s.appended[kindSnapshot].Load(), s.appended[kindUpdate].Load(), s.appended[kindTombstone].Load()},
 		Bytes:            RecordCounts{s.appendedSz[kindSnapshot].Load(), s.appendedSz[kindUpdate].Load(), s.appendedSz[kindTombstone].Load()},
+		LoadedRecords:    s.loaded.Load(),
+		LoadTime:         time.Duration(s.loadTook.Load()),
 	}
 	s.mu.Lock()
 	l := s.log

@@ -2,15 +2,21 @@ package statelog
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/coordinatord/coordinatord/internal/vfs"
 	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
@@ -247,5 +253,66 @@ func TestCleanEndRemovedWhileScanned(t *testing.T) {
 	var n int
 	if err := Scan(zaptest.NewLogger(t), dir, opts, func(int64, []byte) error { n++; return nil }); err != nil || n != len(model) {
 		t.Fatalf("Scan = %v after %d records, want %d records", err, n, len(model))
+	}
+}
+
+// TestCloseOnFullDisk: a Close whose clean-end.tmp write fails with ENOSPC returns the error and
+// removes the tmp file it could not fill. One it could not remove either (or that a process
+// killed right then left) is removed by the next Open, durably and with a WARN; the log, which
+// no clean-end file vouches for, opens as after a crash with every record.
+func TestCloseOnFullDisk(t *testing.T) {
+	for _, removeFails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("remove fails=%v", removeFails), func(t *testing.T) {
+			crash := faultfs.NewCrashFS()
+			var full atomic.Bool
+			tmp := faultfs.OnPath(cleanTmpName)
+			inj := faultfs.InjectorFunc(func(op faultfs.Op) error {
+				switch {
+				case !full.Load() || !tmp(op):
+				case op.Kind == faultfs.OpWrite:
+					return syscall.ENOSPC
+				case op.Kind == faultfs.OpRemove && removeFails:
+					return syscall.EIO
+				}
+				return nil
+			})
+			l := mustOpen(t, "/log", Options{FS: faultfs.Wrap(crash, inj)})
+			batch := fixedBatch(1, 5, 40)
+			mustAppend(t, l, batch)
+			full.Store(true)
+			if err := l.Close(); !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("Close on a full disk = %v, want ENOSPC", err)
+			}
+			names := func(fsys vfs.FS) []string {
+				t.Helper()
+				n, err := fsys.ReadDir("/log")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			if got := slices.Contains(names(crash), cleanTmpName); got != removeFails || slices.Contains(names(crash), cleanFileName) {
+				t.Fatalf("after the failed Close: %v (want %s only if its removal failed, and no %s)", names(crash), cleanTmpName, cleanFileName)
+			}
+			if err := crash.SyncDir("/log"); err != nil { // the tmp file's entry reaches the disk
+				t.Fatal(err)
+			}
+
+			core, logs := observer.New(zapcore.InfoLevel)
+			l, err := Open(zap.New(core), "/log", Options{FS: crash})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRecords(t, readAll(t, l, l.StartOffset()), want(batch, l.StartOffset()))
+			warned := logs.FilterMessageSnippet("removing the clean-end.tmp").Len() == 1
+			if warned != removeFails {
+				t.Fatalf("WARN about the tmp file: %v, want %v\n%v", warned, removeFails, logs.All())
+			}
+			after := crash.CrashClone(faultfs.CrashOptions{})
+			if slices.Contains(names(after), cleanTmpName) || slices.Contains(names(crash), cleanTmpName) {
+				t.Fatalf("%s survives the next Open (and a power cut after it): %v", cleanTmpName, names(after))
+			}
+			kill(t, l)
+		})
 	}
 }

@@ -20,7 +20,10 @@
 //   - Close records the end offset of a log that has not failed in its clean-end file. The next
 //     Open holds the log to it: after a clean close no append was interrupted, so damage at the
 //     tail, or a log that ends before or goes past that offset, is corruption rather than a torn
-//     tail. Open removes the file (and syncs the directory) before the log can change.
+//     tail. Open removes the file (and syncs the directory) before the log can change. A Close
+//     that cannot write it (a full disk) returns the error, removes the clean-end.tmp it
+//     started if it can, and leaves the log to be opened as after a crash; Open removes a
+//     clean-end.tmp left behind like the clean-end file, with a warning.
 //   - Load is Open and a replay from the log-start offset in one pass: each frame is verified
 //     as it is read, and its records are handed over before the next frame is read, so a
 //     restart reads and checksums every byte once. Recovery is Open's; a load that fails

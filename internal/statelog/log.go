@@ -32,6 +32,7 @@ type Log struct {
 	failed   error     // first write-side failure; sticky
 	closed   bool
 	dirty    bool // DeferSync: the active segment holds appends not yet synced
+	notable  bool // recovery repaired or removed something, or left an unknown file alone
 
 	start atomic.Int64
 	end   atomic.Int64
@@ -139,6 +140,11 @@ func (l *Log) Close() error {
 		// The clean-end file vouches that the log ends there durably.
 		if err = l.Sync(); err == nil {
 			err = writeOffsetFile(l.fs, l.dir, cleanFileName, cleanTmpName, cleanMagic, l.end.Load())
+			if err != nil {
+				// A write that failed (a full disk) leaves the tmp file: it goes now if it can,
+				// else when the log is next opened, which removes it durably.
+				_ = l.fs.Remove(filepath.Join(l.dir, cleanTmpName))
+			}
 		}
 	}
 	l.closed = true

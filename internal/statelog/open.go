@@ -83,7 +83,14 @@ func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, de
 		return nil, err
 	}
 	l.publish()
-	logger.Info("opened state log",
+	// A log that opened as it was closed is one of many, summed up by whoever opens them all; one
+	// that recovery had to repair or clean up gets a line of its own, next to the WARN lines
+	// saying what was done.
+	level := zap.DebugLevel
+	if l.notable {
+		level = zap.InfoLevel
+	}
+	logger.Log(level, "opened state log",
 		zap.Int("segments", len(l.segments)),
 		zap.Int64("start_offset", l.start.Load()),
 		zap.Int64("end_offset", l.end.Load()),
@@ -219,6 +226,7 @@ func (l *Log) removeLeftovers(st *dirState) error {
 		if slices.Contains(l.opts.OwnerFiles, name) {
 			continue
 		}
+		l.notable = true
 		l.logger.Warn("ignoring unknown file in state log directory", zap.String("file", name))
 	}
 	if st.staleTmp {
@@ -227,22 +235,30 @@ func (l *Log) removeLeftovers(st *dirState) error {
 		}
 	}
 	if st.badClean != "" {
+		l.notable = true
 		l.logger.Warn("ignoring an unreadable clean-end file: the log is checked as after a crash", zap.String("reason", st.badClean))
 	}
 	// The clean-end file vouches for the log only until it changes: it goes (and the directory
 	// sync that follows recovery's removals makes that durable) before anything is appended.
 	for _, path := range st.cleanFiles {
+		if filepath.Base(path) == cleanTmpName {
+			l.notable = true
+			l.logger.Warn("removing the clean-end.tmp that a close which could not record the log's end left (a full disk, "+
+				"say): the log is checked as after a crash", zap.String("file", path))
+		}
 		if err := l.remove(path); err != nil {
 			return err
 		}
 	}
 	if st.remnant != nil {
+		l.notable = true
 		l.logger.Warn("removing segment left by an interrupted roll", zap.String("segment", st.remnant.path))
 		if err := l.remove(st.remnant.path); err != nil {
 			return err
 		}
 	}
 	for _, s := range st.below {
+		l.notable = true
 		l.logger.Info("removing segment below the log-start offset", zap.String("segment", s.path), zap.Int64("start_offset", st.start))
 		if err := l.remove(s.path); err != nil {
 			return err
@@ -322,6 +338,7 @@ func (l *Log) reopenNewest(st *dirState, unvouched bool) (int64, error) {
 // failed append may have left and so must never go unnoticed.
 func (l *Log) reportDurableEndCut(st *dirState, cutBytes int64) {
 	l.m.durableEndCut()
+	l.notable = true
 	paths := make([]string, len(st.beyond))
 	for i, s := range st.beyond {
 		paths[i] = s.path
@@ -338,6 +355,7 @@ func (l *Log) truncateTornTail(t *tornTail) error {
 	}
 	t.seg.size = t.at
 	l.m.tornTail()
+	l.notable = true
 	l.logger.Warn("truncated torn tail of the newest segment (an unacknowledged append interrupted by a crash)",
 		zap.String("segment", t.seg.path),
 		zap.Int64("at_byte", t.at),

@@ -13,6 +13,9 @@
 // on. The metrics sharecoord_tls_certificate_not_after_seconds and
 // sharecoord_tls_reloads_total{result} follow it.
 //
+// LogHandshakeFailures wraps a port's gRPC credentials so that the handshakes they refuse are
+// logged (rate-limited), which gRPC does not do.
+//
 // The package knows files, not configuration: each File carries the name of the setting that
 // names it, which every error and log line about the file quotes as setting=path.
 package tlsconfig

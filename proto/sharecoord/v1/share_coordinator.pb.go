@@ -1714,7 +1714,8 @@ type Coordinator struct {
 	Host string `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
 	// The gRPC port clients should connect to.
 	Port int32 `protobuf:"varint,5,opt,name=port,proto3" json:"port,omitempty"`
-	// ERROR_CODE_NONE, or ERROR_CODE_INVALID_REQUEST for a key that does not parse.
+	// ERROR_CODE_NONE, or ERROR_CODE_INVALID_REQUEST for a key that does not parse or names a
+	// negative partition.
 	ErrorCode ErrorCode `protobuf:"varint,6,opt,name=error_code,json=errorCode,proto3,enum=sharecoord.v1.ErrorCode" json:"error_code,omitempty"`
 	// What was wrong with the key; empty on success.
 	ErrorMessage  string `protobuf:"bytes,7,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
