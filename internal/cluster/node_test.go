@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -16,11 +17,16 @@ import (
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
-var fastTiming = Timing{RTT: 5 * time.Millisecond, HeartbeatTicks: 2, ElectionTicks: 20}
+// fastTiming elects a leader after 0.3–0.6 s without one: fast enough for tests, slow enough that
+// a loaded machine does not call elections it does not need.
+var fastTiming = Timing{RTT: 10 * time.Millisecond, HeartbeatTicks: 2, ElectionTicks: 30}
 
-func freeAddr(t testing.TB) string {
+// freeAddr returns an address whose port was free a moment ago, on a loopback address of the
+// cluster's own (ip): another test, or process, that takes a port from the kernel meanwhile takes
+// it on 127.0.0.1, not there.
+func freeAddr(t testing.TB, ip string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", ip+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +52,9 @@ func newTestCluster(t testing.TB, n, partitions int) *testCluster {
 func newTestClusterWith(t testing.TB, n, partitions int, config func(id uint64) ConfigReplica) *testCluster {
 	c := &testCluster{t: t, members: map[uint64]string{}, dirs: map[uint64]string{}, nodes: map[uint64]*Node{}, partitions: partitions,
 		config: config}
+	ip := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254))
 	for id := uint64(1); id <= uint64(n); id++ {
-		c.members[id] = freeAddr(t)
+		c.members[id] = freeAddr(t, ip)
 		c.dirs[id] = t.TempDir()
 	}
 	for id := range c.members {
