@@ -3,8 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"slices"
