@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		stalled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sharecoord_stalled_responses_total",
-			Help: "Read responses not sent within grpc.send.timeout.ms (their clients did not read them); the connection of each was closed.",
+			Help: "Read responses not sent within connections.send.timeout.ms (their clients did not read them); the connection of each was closed.",
 		}),
 	}
 	// Pre-create the success series so rates and ratios have data from the first scrape.

@@ -47,47 +47,83 @@ const roomWait = 500 * time.Millisecond
 // (its state may have grown in between).
 const readAttempts = 3
 
-// batchSize is the size of b encoded as a StateBatch message (proto3: zero fields are left out).
+// The tags of the encoded fields: a state batch message (length-delimited), and its varints.
+var (
+	tagStateBatch    = byte(protowire.EncodeTag(fieldStateBatches, protowire.BytesType))
+	tagFirstOffset   = byte(protowire.EncodeTag(fieldFirstOffset, protowire.VarintType))
+	tagLastOffset    = byte(protowire.EncodeTag(fieldLastOffset, protowire.VarintType))
+	tagDeliveryState = byte(protowire.EncodeTag(fieldDeliveryState, protowire.VarintType))
+	tagDeliveryCount = byte(protowire.EncodeTag(fieldDeliveryCount, protowire.VarintType))
+)
+
+// batchSize is the size of b encoded as a StateBatch message (proto3: zero fields are left out;
+// an int32 or int64 is its two's complement as a varint). It is 44 bytes at most, so that the
+// message's length takes one byte.
 func batchSize(b shard.StateBatch) int {
 	n := 0
-	for _, v := range batchFields(b) {
-		if v != 0 {
-			n += 1 + protowire.SizeVarint(v)
-		}
+	if b.FirstOffset != 0 {
+		n += 1 + protowire.SizeVarint(uint64(b.FirstOffset))
+	}
+	if b.LastOffset != 0 {
+		n += 1 + protowire.SizeVarint(uint64(b.LastOffset))
+	}
+	if b.DeliveryState != 0 {
+		n += 1 + protowire.SizeVarint(uint64(int64(b.DeliveryState)))
+	}
+	if b.DeliveryCount != 0 {
+		n += 1 + protowire.SizeVarint(uint64(int64(b.DeliveryCount)))
 	}
 	return n
-}
-
-// batchFields are b's four fields as varints (an int32 or int64 as protobuf encodes it).
-func batchFields(b shard.StateBatch) [4]uint64 {
-	return [4]uint64{uint64(b.FirstOffset), uint64(b.LastOffset), uint64(int64(b.DeliveryState)), uint64(int64(b.DeliveryCount))}
 }
 
 // batchesSize is the size of batches encoded as entries of field state_batches.
 func batchesSize(batches []shard.StateBatch) int {
-	n := 0
+	n := 2 * len(batches) // each entry's tag and length
 	for _, b := range batches {
-		m := batchSize(b)
-		n += 1 + protowire.SizeVarint(uint64(m)) + m
+		n += batchSize(b)
 	}
 	return n
 }
 
-// appendBatches appends batches encoded as entries of field state_batches, as proto.Marshal
-// encodes them.
+// appendBatches appends batches encoded as entries of field state_batches, the bytes
+// proto.Marshal gives them. It writes in place, into the room it makes once: a read of a large
+// state runs it on the shard's goroutine.
 func appendBatches(out []byte, batches []shard.StateBatch) []byte {
-	fields := [4]protowire.Number{fieldFirstOffset, fieldLastOffset, fieldDeliveryState, fieldDeliveryCount}
+	i := len(out)
+	out = slices.Grow(out, batchesSize(batches))
+	out = out[:cap(out)]
 	for _, b := range batches {
-		out = protowire.AppendTag(out, fieldStateBatches, protowire.BytesType)
-		out = protowire.AppendVarint(out, uint64(batchSize(b)))
-		for i, v := range batchFields(b) {
-			if v != 0 {
-				out = protowire.AppendTag(out, fields[i], protowire.VarintType)
-				out = protowire.AppendVarint(out, v)
-			}
+		out[i], out[i+1] = tagStateBatch, byte(batchSize(b))
+		i += 2
+		if b.FirstOffset != 0 {
+			out[i] = tagFirstOffset
+			i = putVarint(out, i+1, uint64(b.FirstOffset))
+		}
+		if b.LastOffset != 0 {
+			out[i] = tagLastOffset
+			i = putVarint(out, i+1, uint64(b.LastOffset))
+		}
+		if b.DeliveryState != 0 {
+			out[i] = tagDeliveryState
+			i = putVarint(out, i+1, uint64(int64(b.DeliveryState)))
+		}
+		if b.DeliveryCount != 0 {
+			out[i] = tagDeliveryCount
+			i = putVarint(out, i+1, uint64(int64(b.DeliveryCount)))
 		}
 	}
-	return out
+	return out[:i]
+}
+
+// putVarint writes v as a varint at out[i:] and returns the index after it.
+func putVarint(out []byte, i int, v uint64) int {
+	for v >= 0x80 {
+		out[i] = byte(v) | 0x80
+		v >>= 7
+		i++
+	}
+	out[i] = byte(v)
+	return i + 1
 }
 
 // batchEncoder encodes one partition's batches as its read is applied (shard.ReadRequest.Take)
@@ -101,26 +137,52 @@ type batchEncoder struct {
 }
 
 // take is the read's Take: on the shard's goroutine, it encodes the batches if the budget has
-// room for them, and refuses the read otherwise.
+// room for them, and refuses the read otherwise. Room is asked for by an estimate that takes no
+// pass over the batches (sizeBound), so that the reads the budget refuses cost the shard little;
+// once they are encoded, the bytes held are their exact size.
 func (e *batchEncoder) take(batches []shard.StateBatch) *shard.Result {
+	if !e.hold(2 * int64(sizeBound(batches))) {
+		return &shard.Result{Code: kafkaerr.CoordinatorNotAvailable, Message: msgNoRoom}
+	}
 	n := batchesSize(batches)
-	want := e.budget.clamp(2 * int64(n))
-	switch {
-	case want > e.held:
-		if !e.budget.tryTake(want - e.held) {
-			e.need = want - e.held
-			return &shard.Result{Code: kafkaerr.CoordinatorNotAvailable, Message: msgNoRoom}
-		}
-		e.held = want
-	case want < e.held:
-		e.budget.release(e.held - want)
-		e.held = want
+	if !e.hold(2 * int64(n)) { // beyond the bound: batches the shard keeps out of order
+		return &shard.Result{Code: kafkaerr.CoordinatorNotAvailable, Message: msgNoRoom}
 	}
 	e.need = 0
 	if n > 0 {
 		e.raw = appendBatches(make([]byte, 0, n), batches)
 	}
+	if exact := e.budget.clamp(2 * int64(n)); exact < e.held {
+		e.budget.release(e.held - exact)
+		e.held = exact
+	}
 	return nil
+}
+
+// hold makes the encoder hold at least n budget bytes (clamped), taking what it lacks if it is
+// free; else it records what it lacks in need.
+func (e *batchEncoder) hold(n int64) bool {
+	want := e.budget.clamp(n)
+	if want <= e.held {
+		return true
+	}
+	if !e.budget.tryTake(want - e.held) {
+		e.need = want - e.held
+		return false
+	}
+	e.held = want
+	return true
+}
+
+// sizeBound bounds, without a pass over them, the encoded size of batches as the shard keeps
+// them: in offset order, offsets at least 0, delivery states of one byte and counts below 2^15.
+func sizeBound(batches []shard.StateBatch) int {
+	if len(batches) == 0 {
+		return 0
+	}
+	last := batches[len(batches)-1]
+	offset := 1 + protowire.SizeVarint(uint64(max(last.FirstOffset, last.LastOffset)))
+	return len(batches) * (2 + 2*offset + 2 + 4) // tag and length, two offsets, state, count
 }
 
 // drop gives back what the encoder holds: its read answered an error after all.

@@ -237,7 +237,7 @@ func stalledReads(t *testing.T, addr string, req *pb.ReadShareGroupStateRequest,
 }
 
 // A client that does not read its responses holds no more than the budget, other clients' small
-// reads go on being served meanwhile, and once grpc.send.timeout.ms passes its connection is
+// reads go on being served meanwhile, and once connections.send.timeout.ms passes its connection is
 // closed and the budget is free again.
 func TestUnreadResponsesAreBoundedAndDropped(t *testing.T) {
 	const budgetBytes = 4 << 20

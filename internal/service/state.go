@@ -270,8 +270,8 @@ func (s *StateServer) stalled(ctx context.Context) {
 	if p, ok := peer.FromContext(ctx); ok && s.opts.Conns != nil {
 		closed = s.opts.Conns.CloseConn(p.Addr)
 	}
-	s.warn.Warn("a read response was not sent within grpc.send.timeout.ms: its client does not read it (further ones within 10 s are not logged; sharecoord_stalled_responses_total counts them)",
-		zap.Duration("grpc.send.timeout.ms", s.opts.SendTimeout), zap.String("peer.address", peerAddr(ctx)), zap.Bool("connection_closed", closed))
+	s.warn.Warn("a read response was not sent within connections.send.timeout.ms: its client does not read it (further ones within 10 s are not logged; sharecoord_stalled_responses_total counts them)",
+		zap.Duration("connections.send.timeout.ms", s.opts.SendTimeout), zap.String("peer.address", peerAddr(ctx)), zap.Bool("connection_closed", closed))
 }
 
 // WriteShareGroupState implements the WriteShareGroupState RPC.
