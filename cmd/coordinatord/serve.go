@@ -133,13 +133,17 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	}()
 	logServing(logger, f, grpcLis, metricsLis, host, port, len(b.shards), sec)
 
+	// From the end of start-up, gRPC health follows whether any partition can serve.
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
 	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
 		b.waitReady(ctx, logger, loadStart)
 		if ctx.Err() == nil {
-			srv.SetServing(true)
+			srv.SetServing(canServe(activePartitions(b.shards)))
 			ready.serving.Store(true)
+			go followPartitions(followCtx, b.shards, srv.SetServing)
 		}
 	}()
 
