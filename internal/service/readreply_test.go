@@ -287,4 +287,3 @@ func TestUnreadResponsesAreBoundedAndDropped(t *testing.T) {
 		t.Fatalf("%d connections open, want only the test client's", got)
 	}
 }
-
