@@ -441,3 +441,30 @@ func TestUnreadLargeReadsKeepMemoryBounded(t *testing.T) {
 		t.Fatal("no read was refused: the attack never filled grpc.max.pending.response.bytes")
 	}
 }
+
+// TestClusterNodeHasTheSameBounds: a cluster node serves its gRPC and metrics ports on the same
+// bounded listeners as a single node: floods from one address are refused past their per-address
+// bounds while a client on another address is served.
+func TestClusterNodeHasTheSameBounds(t *testing.T) {
+	raft := freePort(t)
+	p := startProc(t, t.TempDir(), "--initial-cluster", "1="+raft, "--raft-listen", raft,
+		"--override", "max.connections.per.ip=8", "--override", "metrics.max.connections.per.ip=2",
+		"--override", "connections.handshake.timeout.ms=1000")
+	grpcFlood := startFlood(30, p.grpcAddr, "127.0.0.1", nil)
+	defer grpcFlood.stop()
+	metricsFlood := startFlood(30, p.metricsAddr, "127.0.0.1", nil)
+	defer metricsFlood.stop()
+	for grpcFlood.held.Load() < 8 || metricsFlood.held.Load() < 2 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	served(t, 2*time.Second, func(ctx context.Context) error {
+		return checkOnNewConnection(ctx, t, p.grpcAddr, "127.0.0.2", nil)
+	})
+	probe := &http.Client{Transport: &http.Transport{DialContext: dialerFrom("127.0.0.2").DialContext, DisableKeepAlives: true}}
+	for _, listener := range []string{"grpc", "metrics"} {
+		refused := map[string]string{"listener": listener, "reason": "per_ip"}
+		if got := metricValueFrom(t, probe, "http://"+p.metricsAddr, "sharecoord_connections_refused_total", refused); got == 0 {
+			t.Errorf("sharecoord_connections_refused_total%v = 0 on a cluster node after a flood from one address", refused)
+		}
+	}
+}
