@@ -75,9 +75,9 @@ func dialerFrom(from string) *net.Dialer {
 	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
 }
 
-// clientFrom is a gRPC connection to addr from the loopback address from, with creds (nil:
-// plaintext).
-func clientFrom(t *testing.T, addr, from string, creds credentials.TransportCredentials) *grpc.ClientConn {
+// newClientFrom is a gRPC connection to addr from the loopback address from, with creds (nil:
+// plaintext), that the caller closes.
+func newClientFrom(t *testing.T, addr, from string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	if creds == nil {
 		creds = insecure.NewCredentials()
@@ -88,6 +88,13 @@ func clientFrom(t *testing.T, addr, from string, creds credentials.TransportCred
 	if err != nil {
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// clientFrom is newClientFrom closed at the end of the test.
+func clientFrom(t *testing.T, addr, from string, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	conn := newClientFrom(t, addr, from, creds)
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
@@ -160,6 +167,18 @@ func (f *flood) stop() {
 	f.wg.Wait()
 }
 
+// floodHolding starts a flood (startFlood) that stops at the end of the test, and waits until it
+// holds at least holding connections at once.
+func floodHolding(t *testing.T, n int, addr, from string, holding int64, open func(net.Conn) error) *flood {
+	t.Helper()
+	f := startFlood(n, addr, from, open)
+	t.Cleanup(f.stop)
+	for f.held.Load() < holding {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return f
+}
+
 // served calls call every 50 ms for d and fails the test if a call fails or takes a second or
 // more; it returns the latencies.
 func served(t *testing.T, d time.Duration, call func(ctx context.Context) error) []time.Duration {
@@ -181,17 +200,9 @@ func served(t *testing.T, d time.Duration, call func(ctx context.Context) error)
 
 // checkOnNewConnection connects to addr from the address from and makes a health check.
 func checkOnNewConnection(ctx context.Context, t *testing.T, addr, from string, creds credentials.TransportCredentials) error {
-	if creds == nil {
-		creds = insecure.NewCredentials()
-	}
-	d := dialerFrom(from)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := newClientFrom(t, addr, from, creds)
 	defer conn.Close()
-	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 	return err
 }
 
@@ -201,11 +212,7 @@ func checkOnNewConnection(ctx context.Context, t *testing.T, addr, from string, 
 func TestSilentConnectionsDoNotLockThePort(t *testing.T) {
 	p := startProc(t, t.TempDir(), "--override", "grpc.max.connections=64", "--override", "max.connections.per.ip=16",
 		"--override", "connections.handshake.timeout.ms=1000")
-	f := startFlood(100, p.grpcAddr, "127.0.0.1", nil)
-	defer f.stop()
-	for f.held.Load() < 16 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	f := floodHolding(t, 100, p.grpcAddr, "127.0.0.1", 16, nil)
 	served(t, 3*time.Second, func(ctx context.Context) error {
 		return checkOnNewConnection(ctx, t, p.grpcAddr, "127.0.0.2", nil)
 	})
@@ -233,17 +240,12 @@ func TestClientsWithoutCertificatesDoNotLockOutBrokers(t *testing.T) {
 		"--override", "grpc.max.connections=64", "--override", "max.connections.per.ip=16",
 		"--override", "connections.handshake.timeout.ms=1000")...)
 	brokerCreds := credentials.NewTLS(fx.clientTLS(t, brokerSubject()))
-	silent := startFlood(50, p.grpcAddr, "127.0.0.1", nil)
-	defer silent.stop()
+	silent := floodHolding(t, 50, p.grpcAddr, "127.0.0.1", 16, nil)
 	noCert := fx.clientTLS(t, nil)
 	noCert.NextProtos = []string{"h2"}
-	anonymous := startFlood(50, p.grpcAddr, "127.0.0.3", func(c net.Conn) error {
+	anonymous := floodHolding(t, 50, p.grpcAddr, "127.0.0.3", 0, func(c net.Conn) error {
 		return tls.Client(c, noCert).Handshake()
 	})
-	defer anonymous.stop()
-	for silent.held.Load() < 16 {
-		time.Sleep(10 * time.Millisecond)
-	}
 	served(t, 3*time.Second, func(ctx context.Context) error {
 		return checkOnNewConnection(ctx, t, p.grpcAddr, "127.0.0.2", brokerCreds)
 	})
@@ -291,13 +293,8 @@ func TestMetricsPortIsBounded(t *testing.T) {
 		"--override", "metrics.max.connections.per.ip=4")...)
 	p := startCommand(t, cmd, dir)
 	waitForLog(t, p, regexp.MustCompile(`the file descriptor limit \(ulimit -n\) is too low for the connection caps`))
-	metrics := startFlood(250, p.metricsAddr, "127.0.0.1", nil)
-	defer metrics.stop()
-	grpcFlood := startFlood(300, p.grpcAddr, "127.0.0.3", nil)
-	defer grpcFlood.stop()
-	for metrics.held.Load() < 4 || grpcFlood.held.Load() < 100 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	floodHolding(t, 250, p.metricsAddr, "127.0.0.1", 4, nil)
+	floodHolding(t, 300, p.grpcAddr, "127.0.0.3", 100, nil)
 	probe := &http.Client{Transport: &http.Transport{DialContext: dialerFrom("127.0.0.2").DialContext, DisableKeepAlives: true}}
 	served(t, 2*time.Second, func(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+"/healthz", nil)
@@ -450,13 +447,8 @@ func TestClusterNodeHasTheSameBounds(t *testing.T) {
 	p := startProc(t, t.TempDir(), "--initial-cluster", "1="+raft, "--raft-listen", raft,
 		"--override", "max.connections.per.ip=8", "--override", "metrics.max.connections.per.ip=2",
 		"--override", "connections.handshake.timeout.ms=1000")
-	grpcFlood := startFlood(30, p.grpcAddr, "127.0.0.1", nil)
-	defer grpcFlood.stop()
-	metricsFlood := startFlood(30, p.metricsAddr, "127.0.0.1", nil)
-	defer metricsFlood.stop()
-	for grpcFlood.held.Load() < 8 || metricsFlood.held.Load() < 2 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	floodHolding(t, 30, p.grpcAddr, "127.0.0.1", 8, nil)
+	floodHolding(t, 30, p.metricsAddr, "127.0.0.1", 2, nil)
 	served(t, 2*time.Second, func(ctx context.Context) error {
 		return checkOnNewConnection(ctx, t, p.grpcAddr, "127.0.0.2", nil)
 	})
