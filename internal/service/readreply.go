@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -267,9 +268,10 @@ func (r *readReply) release() {
 
 // marshal encodes the response for the transport. The encoded batches, which the marshalled
 // response now copies, stop counting; the marshalled response counts until the transport has
-// sent or dropped it (it returns the buffer to r, its pool), or until sendTimeout, when the
-// connection is closed (stalled) and the bytes are given back: a client that does not read its
-// responses, or does not open its flow-control window, holds them no longer.
+// sent or dropped it (it returns the buffer to r, its pool, or lets it be collected), or until
+// sendTimeout, when the connection is closed (stalled) and the bytes are given back: a client
+// that does not read its responses, or does not open its flow-control window, holds them no
+// longer.
 func (r *readReply) marshal() (mem.BufferSlice, error) {
 	out, err := proto.Marshal(r.resp)
 	r.resp = nil
@@ -286,6 +288,9 @@ func (r *readReply) marshal() (mem.BufferSlice, error) {
 		return mem.BufferSlice{mem.SliceBuffer(out)}, nil
 	}
 	r.startTimer()
+	// Should the transport drop the buffer without returning it (its connection gone while the
+	// buffer was being written, say), the bytes are given back once it is collected.
+	runtime.AddCleanup(&out[0], (*readReply).release, r)
 	return mem.BufferSlice{mem.NewBuffer(&out, r)}, nil
 }
 

@@ -287,3 +287,31 @@ func TestUnreadResponsesAreBoundedAndDropped(t *testing.T) {
 		t.Fatalf("%d connections open, want only the test client's", got)
 	}
 }
+
+// A marshalled response that the transport drops without giving its buffer back (its
+// connection gone in the middle of a write, say) gives its budget bytes back once collected,
+// with no send timeout to do it.
+func TestDroppedResponseGivesItsBytesBack(t *testing.T) {
+	ts := startServer(t, testOptions{partitions: 1, state: func(o *StateOptions) { o.ResponseBytes = 64 << 20 }})
+	bigKey(t, ts, 10_000)
+	budget := ts.stateSrv.budget
+	func() {
+		r, err := ts.stateSrv.readState(context.Background(), readReq("g", topicA, 0, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := newCodec().Marshal(r)
+		if err != nil || out.Len() == 0 {
+			t.Fatal(out.Len(), err)
+		}
+		if budget.inUseBytes() == 0 {
+			t.Fatal("a marshalled response holds no budget bytes")
+		}
+	}() // out is dropped here without Free
+	for deadline := time.Now().Add(10 * time.Second); budget.inUseBytes() != 0; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d budget bytes still held by a dropped response", budget.inUseBytes())
+		}
+		runtime.GC()
+	}
+}
