@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	httppprof "net/http/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +30,9 @@ type readiness struct {
 //     the gRPC health service does, for probes: 503 until every partition has finished its first
 //     load, 200 from then on, while a partition that failed (a damaged log waits for an operator)
 //     or reloads (after a failed append) serves no keys but the others do, still listing the
-//     partitions that are not active. Both answer 503 once the server drains its calls before it
+//     partitions that are not active. It answers 503 too while no partition of the node is
+//     active (canServe), as the gRPC health service then turns NOT_SERVING: a node that serves no
+//     key must not stay in service. Both answer 503 once the server drains its calls before it
 //     exits, as the gRPC health service turns NOT_SERVING.
 //   - /debug/pprof/: Go's runtime profiles, only with pprof (--enable-pprof).
 //
@@ -79,6 +83,9 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, re
 			}
 			detail.WriteByte('\n')
 		}
+		if !canServe(active, held) {
+			detail.WriteString("no state partition of this node is active: it serves no key\n")
+		}
 		var pending []string
 		if notReady != nil {
 			pending = notReady()
@@ -91,10 +98,72 @@ func newAdminMux(reg *prometheus.Registry, shards []*shard.Shard, pprof bool, re
 			detail.WriteString("start-up has not finished\n")
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !ready.serving.Load() || !excludeFailed && active < held || !excludeFailed && len(pending) > 0 {
+		if !ready.serving.Load() || !canServe(active, held) || !excludeFailed && active < held || !excludeFailed && len(pending) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		fmt.Fprintf(w, "%d/%d state partitions active\n%s", active, held, detail.String())
 	})
 	return mux
+}
+
+// canServe is the readiness threshold of a node that has finished starting: it serves at least
+// one key, with at least one of the held state partitions active, or it holds none (a cluster
+// node whose partitions all live elsewhere, which still answers FindCoordinator and redirects).
+func canServe(active, held int) bool { return held == 0 || active > 0 }
+
+// activePartitions counts the partitions of shards (nil: held elsewhere) this node holds and those
+// of them that are active.
+func activePartitions(shards []*shard.Shard) (active, held int) {
+	for _, s := range shards {
+		if s == nil {
+			continue
+		}
+		held++
+		if s.Status().State == shard.Active {
+			active++
+		}
+	}
+	return active, held
+}
+
+// followPartitions keeps setServing told whether the node can serve (canServe), at once and after
+// every status change of a partition, until ctx ends. The gRPC health service follows it from the
+// end of start-up, as /readyz?exclude=failed does.
+func followPartitions(ctx context.Context, shards []*shard.Shard, setServing func(bool)) {
+	changed := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, s := range shards {
+		if s == nil {
+			continue
+		}
+		ch := s.Changed() // before the first look at the statuses, so that no change is missed
+		wg.Go(func() {
+			for {
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					return
+				}
+				ch = s.Changed()
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	serving := canServe(activePartitions(shards))
+	setServing(serving)
+	for {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+		if now := canServe(activePartitions(shards)); now != serving {
+			serving = now
+			setServing(serving)
+		}
+	}
 }

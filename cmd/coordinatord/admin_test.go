@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,12 +18,17 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
+	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
 // TestReadyzWhileStopping: once the server is draining its calls before exit, both readiness
@@ -143,6 +150,119 @@ func TestReadyzExcludeFailedFollowsGRPCHealth(t *testing.T) {
 	}
 	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "partition 0: loading") {
 		t.Fatalf("/readyz while one partition reloads: %d %q, want 503 naming it", code, body)
+	}
+}
+
+// TestNotReadyWhileNoPartitionServes: once every partition of the node has failed (its data
+// directory read-only), /readyz?exclude=failed answers 503 and gRPC health turns NOT_SERVING,
+// over real sockets; once they recover, both say ready again.
+func TestNotReadyWhileNoPartitionServes(t *testing.T) {
+	fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
+	opts := func(p int) shard.Options {
+		return shard.Options{Partition: p, RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond}
+	}
+	shards := make([]*shard.Shard, 2)
+	parts := make([]service.Partition, len(shards))
+	for p := range shards {
+		shards[p] = shard.Open(zap.NewNop(), oneProvider{}, opts(p), shard.NewLocalLog(nil, datadir.PartitionDir("/data", p), statelog.Options{FS: fsys}))
+		parts[p] = shards[p]
+	}
+	t.Cleanup(func() {
+		fsys.SetInjector(nil)
+		for _, s := range shards {
+			_ = s.Close()
+		}
+	})
+	ctx := context.Background()
+	for _, s := range shards {
+		if err := s.WaitLoaded(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ready readiness
+	ready.serving.Store(true)
+	httpLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpSrv := &http.Server{Handler: newAdminMux(prometheus.NewRegistry(), shards, false, &ready, nil)}
+	go func() { _ = httpSrv.Serve(httpLis) }()
+	t.Cleanup(func() { _ = httpSrv.Close() })
+	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := service.NewServer(zap.NewNop(), service.NewStateServer(parts, service.StateOptions{}), pb.UnimplementedConfigServiceServer{}, service.ServerOptions{})
+	go func() { _ = srv.GRPC.Serve(grpcLis) }()
+	t.Cleanup(srv.GRPC.Stop)
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	following := make(chan struct{})
+	go func() { defer close(following); followPartitions(followCtx, shards, srv.SetServing) }()
+	t.Cleanup(func() { stopFollowing(); <-following })
+
+	conn, err := grpc.NewClient(grpcLis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	watch, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextHealth := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		for {
+			r, err := watch.Recv()
+			if err != nil {
+				t.Fatalf("watch gRPC health: %v", err)
+			}
+			if r.GetStatus() == want {
+				return
+			}
+		}
+	}
+	probe := func() (int, string) {
+		resp, err := http.Get("http://" + httpLis.Addr().String() + "/readyz?exclude=failed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	nextHealth(healthpb.HealthCheckResponse_SERVING)
+	if code, body := probe(); code != http.StatusOK {
+		t.Fatalf("/readyz?exclude=failed with every partition active: %d %q", code, body)
+	}
+
+	// The data directory turns read-only: every partition's next append fails, and so does every
+	// load after it.
+	keys := make([]shard.Key, len(shards))
+	for p, s := range shards {
+		keys[p] = shard.Key{GroupID: "g" + strconv.Itoa(p), Partition: int32(p)}
+		if r := s.Initialize(ctx, shard.InitializeRequest{Key: keys[p], StateEpoch: 1}); r.Code != kafkaerr.None {
+			t.Fatal(r)
+		}
+	}
+	fsys.SetInjector(faultfs.InjectorFunc(func(faultfs.Op) error { return syscall.EROFS }))
+	for p, s := range shards {
+		s.Write(ctx, shard.WriteRequest{Key: keys[p], StateEpoch: 1, StateBatches: []shard.StateBatch{{FirstOffset: 0, LastOffset: 1}}})
+	}
+	nextHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	if code, body := probe(); code != http.StatusServiceUnavailable || !strings.Contains(body, "no state partition of this node is active") {
+		t.Fatalf("/readyz?exclude=failed with no partition active: %d %q, want 503 saying so", code, body)
+	}
+
+	fsys.SetInjector(nil) // writable again: the next retried load succeeds
+	nextHealth(healthpb.HealthCheckResponse_SERVING)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if code, _ := probe(); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			code, body := probe()
+			t.Fatalf("/readyz?exclude=failed after the partitions recovered: %d %q", code, body)
+		}
 	}
 }
 

@@ -262,8 +262,9 @@ func TestDataDirInUse(t *testing.T) {
 	}
 }
 
-// TestConnectionLimit: with grpc.max.connections=2, connections beyond the limit wait until one
-// closes: idle TCP connections cannot shut clients out for good, nor use up descriptors.
+// TestConnectionLimit: with grpc.max.connections=2, a connection beyond the limit is closed as
+// soon as it is accepted, counted and warned of, so that idle connections use up no descriptors;
+// once one closes, a new connection is served.
 func TestConnectionLimit(t *testing.T) {
 	p := startProc(t, t.TempDir(), "--override", "grpc.max.connections=2")
 	// p's own client holds one connection; one idle raw connection takes the other slot.
@@ -273,6 +274,9 @@ func TestConnectionLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer idle.Close()
+	for metricValue(t, p.metricsAddr, "sharecoord_connections_open", map[string]string{"listener": "grpc"}) < 2 {
+		time.Sleep(5 * time.Millisecond) // the server accepts the idle connection on its own time
+	}
 
 	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -280,16 +284,19 @@ func TestConnectionLimit(t *testing.T) {
 	}
 	defer conn.Close()
 	health := healthpb.NewHealthClient(conn)
-	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	if _, err := health.Check(short, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.DeadlineExceeded {
+	if _, err := health.Check(ctxT(t), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a third connection was served while two were open: %v", err)
 	}
+	refused := map[string]string{"listener": "grpc", "reason": "max_connections"}
+	if got := metricValue(t, p.metricsAddr, "sharecoord_connections_refused_total", refused); got < 1 {
+		t.Fatalf("sharecoord_connections_refused_total%v = %v, want at least 1", refused, got)
+	}
+	waitForLog(t, p, regexp.MustCompile(`grpc port: refused a connection: the port holds grpc.max.connections connections`))
 	if err := idle.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := health.Check(ctxT(t), &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatalf("the waiting connection was not served once a slot freed: %v", err)
+	if _, err := health.Check(ctxT(t), &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("a new connection was not served once a slot freed: %v", err)
 	}
 }
 

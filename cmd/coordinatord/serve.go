@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
 	"github.com/coordinatord/coordinatord/internal/datadir"
@@ -85,12 +84,18 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	if f.dataDir == "" {
 		return badConfig(errors.New("--data-dir: want a directory for the state logs and the config store"))
 	}
-	grpcLis, metricsLis, err := listen(f)
+	applyMemoryLimit(logger, static.Broker(), e.environ, cgroupMemoryLimit)
+	grpcCap, metricsCap, err := connectionCaps(logger, static.Broker(), fileDescriptorLimit(), f.initialCluster != "")
 	if err != nil {
 		return badConfig(err)
 	}
-	defer func() { _ = grpcLis.Close() }()
-	defer func() { _ = metricsLis.Close() }()
+	rawGRPC, rawMetrics, err := listen(f)
+	if err != nil {
+		return badConfig(err)
+	}
+	defer func() { _ = rawGRPC.Close() }()
+	defer func() { _ = rawMetrics.Close() }()
+	grpcLis, metricsLis := limitListeners(logger, static.Broker(), rawGRPC, rawMetrics, grpcCap, metricsCap, reg)
 	host, port, err := advertisedAddr(f.advertise, grpcLis.Addr())
 	if err != nil {
 		return badConfig(err)
@@ -112,13 +117,11 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	}
 	broker := b.cfg.Broker()
 	logEffectiveConfig(logger, f, b.cfg)
-	grpcLis = netutil.LimitListener(grpcLis, broker.GRPCMaxConnections())
-	srv := newGRPCServer(logger, b, sec, reg, f, host, port)
+	srv := newGRPCServer(logger, b, sec, reg, f, grpcLis, host, port)
 	sec.reloadOnHangup(ctx)
 
 	var ready readiness
-	httpSrv := &http.Server{Handler: newAdminMux(reg, b.shards, f.pprof, &ready, b.notReady), ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: sec.metricsTLSConfig(), ErrorLog: zap.NewStdLog(logger.Named("metrics-http"))} // handshake errors and the like, as JSON too
+	httpSrv := newMetricsServer(logger, broker, newAdminMux(reg, b.shards, f.pprof, &ready, b.notReady), sec)
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr("gRPC", srv.GRPC.Serve(grpcLis)) }()
 	go func() {
@@ -130,13 +133,17 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	}()
 	logServing(logger, f, grpcLis, metricsLis, host, port, len(b.shards), sec)
 
+	// From the end of start-up, gRPC health follows whether any partition can serve.
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
 	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
 		b.waitReady(ctx, logger, loadStart)
 		if ctx.Err() == nil {
-			srv.SetServing(true)
+			srv.SetServing(canServe(activePartitions(b.shards)))
 			ready.serving.Store(true)
+			go followPartitions(followCtx, b.shards, srv.SetServing)
 		}
 	}()
 
@@ -183,21 +190,29 @@ func takeDataDir(logger *zap.Logger, f *serveFlags) (io.Closer, error) {
 	return dirLock, nil
 }
 
-// newGRPCServer builds the gRPC server over the backend's partitions and configuration.
-func newGRPCServer(logger *zap.Logger, b *backend, sec *security, reg prometheus.Registerer, f *serveFlags, host string, port int32) *service.Server {
+// newGRPCServer builds the gRPC server over the backend's partitions and configuration; conns
+// closes the connections of clients that do not read their responses.
+func newGRPCServer(logger *zap.Logger, b *backend, sec *security, reg prometheus.Registerer, f *serveFlags, conns service.ConnCloser, host string, port int32) *service.Server {
 	broker := b.cfg.Broker()
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	state := service.NewStateServer(b.parts, service.StateOptions{
 		NodeID: f.nodeID, Host: host, Port: port, Coordinators: b.coordinators,
 		MaxPartitionsPerRequest: broker.MaxPartitionsPerRequest(),
 		Metrics:                 service.NewMetrics(reg),
+		Logger:                  logger.Named("grpc"),
+		ResponseBytes:           broker.GRPCMaxPendingResponseBytes(),
+		SendTimeout:             ms(broker.SendTimeoutMs()),
+		Conns:                   conns,
 	})
 	return service.NewServer(logger, state, service.NewConfigServer(b.cfg), service.ServerOptions{
 		Registerer:           reg,
 		MaxRecvMsgBytes:      broker.GRPCMaxRecvMessageBytes(),
 		MaxConcurrentStreams: uint32(broker.GRPCMaxConcurrentStreams()),
-		KeepaliveMinTime:     time.Duration(broker.GRPCKeepaliveMinTimeMs()) * time.Millisecond,
-		KeepaliveTime:        time.Duration(broker.GRPCKeepaliveTimeMs()) * time.Millisecond,
-		KeepaliveTimeout:     time.Duration(broker.GRPCKeepaliveTimeoutMs()) * time.Millisecond,
+		KeepaliveMinTime:     ms(broker.GRPCKeepaliveMinTimeMs()),
+		KeepaliveTime:        ms(broker.GRPCKeepaliveTimeMs()),
+		KeepaliveTimeout:     ms(broker.GRPCKeepaliveTimeoutMs()),
+		HandshakeTimeout:     ms(broker.HandshakeTimeoutMs()),
+		MaxConnectionIdle:    ms(broker.ConnectionsMaxIdleMs()),
 		Credentials:          sec.credentials(),
 		Authorize:            sec.authorize(),
 		AuthorizeStream:      sec.authorizeStream(),

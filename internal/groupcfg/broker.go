@@ -1,5 +1,11 @@
 package groupcfg
 
+import (
+	"net/netip"
+
+	"github.com/coordinatord/coordinatord/internal/connlimit"
+)
+
 // brokerState holds every broker key's value in force with its source. It is immutable once
 // published; changes build a new one.
 type brokerState struct {
@@ -191,3 +197,34 @@ func (b Broker) GRPCKeepaliveTimeoutMs() int64 { return b.longOf(keyGRPCKeepaliv
 
 // ShutdownDrainTimeoutMs is shutdown.drain.timeout.ms.
 func (b Broker) ShutdownDrainTimeoutMs() int64 { return b.longOf(keyShutdownDrainTimeoutMs) }
+
+// MaxConnectionsPerIP is max.connections.per.ip.
+func (b Broker) MaxConnectionsPerIP() int { return b.intOf(keyMaxConnectionsPerIP) }
+
+// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides, parsed (validated at start).
+func (b Broker) MaxConnectionsPerIPOverrides() map[netip.Addr]int {
+	v, _, _ := b.lookup(keyMaxConnectionsPerIPOver)
+	m, _ := connlimit.ParseOverrides(v.text)
+	return m
+}
+
+// ConnectionsMaxIdleMs is connections.max.idle.ms.
+func (b Broker) ConnectionsMaxIdleMs() int64 { return b.longOf(keyConnectionsMaxIdleMs) }
+
+// HandshakeTimeoutMs is connections.handshake.timeout.ms.
+func (b Broker) HandshakeTimeoutMs() int64 { return b.longOf(keyHandshakeTimeoutMs) }
+
+// SendTimeoutMs is connections.send.timeout.ms.
+func (b Broker) SendTimeoutMs() int64 { return b.longOf(keySendTimeoutMs) }
+
+// GRPCMaxPendingResponseBytes is grpc.max.pending.response.bytes.
+func (b Broker) GRPCMaxPendingResponseBytes() int64 { return b.longOf(keyGRPCMaxPendingResponse) }
+
+// MetricsMaxConnections is metrics.max.connections.
+func (b Broker) MetricsMaxConnections() int { return b.intOf(keyMetricsMaxConnections) }
+
+// MetricsMaxConnectionsPerIP is metrics.max.connections.per.ip.
+func (b Broker) MetricsMaxConnectionsPerIP() int { return b.intOf(keyMetricsMaxConnectionsPer) }
+
+// MemoryLimitBytes is memory.limit.bytes (0: from the environment or the cgroup).
+func (b Broker) MemoryLimitBytes() int64 { return b.longOf(keyMemoryLimitBytes) }

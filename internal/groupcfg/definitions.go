@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/coordinatord/coordinatord/internal/connlimit"
 	"github.com/coordinatord/coordinatord/internal/principal"
 )
 
@@ -48,6 +49,16 @@ const (
 	keyGRPCKeepaliveTimeoutMs  = "grpc.keepalive.timeout.ms"
 	keyShutdownDrainTimeoutMs  = "shutdown.drain.timeout.ms"
 	keyMetricsGroupLabelMax    = "metrics.group.label.max"
+
+	keyMaxConnectionsPerIP      = "max.connections.per.ip"
+	keyMaxConnectionsPerIPOver  = "max.connections.per.ip.overrides"
+	keyConnectionsMaxIdleMs     = "connections.max.idle.ms"
+	keyHandshakeTimeoutMs       = "connections.handshake.timeout.ms"
+	keySendTimeoutMs            = "connections.send.timeout.ms"
+	keyGRPCMaxPendingResponse   = "grpc.max.pending.response.bytes"
+	keyMetricsMaxConnections    = "metrics.max.connections"
+	keyMetricsMaxConnectionsPer = "metrics.max.connections.per.ip"
+	keyMemoryLimitBytes         = "memory.limit.bytes"
 
 	keySessionTimeout      = "share.session.timeout.ms"
 	keyHeartbeatInterval   = "share.heartbeat.interval.ms"
@@ -136,6 +147,7 @@ func Definitions() []Definition {
 		groupShareDeliveryDefinitions(),
 		groupShareAssignmentDefinitions(),
 		serverDefinitions(),
+		resourceDefinitions(),
 		securityDefinitions(),
 		groupDefinitions(),
 	)
@@ -370,9 +382,10 @@ func serverDefinitions() []Definition {
 		{
 			Name: keyGRPCMaxConnections, Type: TypeInt, Default: "4096", Validator: Between(1, 1000000),
 			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
-			Doc: "The most client connections the gRPC port holds open at once. Further connections wait in the " +
-				"listen backlog until one closes, so that connections alone, idle ones included, cannot use up the " +
-				"file descriptors that the state logs need.",
+			Doc: "The most client connections the gRPC port holds open at once. A further one is closed as soon as " +
+				"it is accepted (counted in sharecoord_connections_refused_total, warned of), so that connections " +
+				"alone, idle ones included, cannot use up the file descriptors that the state logs need; it is " +
+				"lowered at start, with a warning, when the file descriptor limit (ulimit -n) would not leave them theirs.",
 		},
 		{
 			Name: keyGRPCKeepaliveMinTimeMs, Type: TypeLong, Default: "10000", Validator: Between(0, maxDurationMs),
@@ -415,6 +428,83 @@ func serverDefinitions() []Definition {
 			Doc: "The most share groups that get their own group label value on per-group metrics; records of further " +
 				"groups are counted under group=\"__other__\" (0 counts every group there), as are group ids longer than 255 bytes or " +
 				"holding control characters.",
+		},
+	}
+}
+
+// resourceDefinitions bound what clients can make the process hold: connections on each port,
+// per client address, idle or still handshaking, and the bytes of read responses; and the Go
+// runtime's memory limit. Kafka's names where Kafka has the setting. Static.
+func resourceDefinitions() []Definition {
+	return []Definition{
+		{
+			Name: keyMaxConnectionsPerIP, Type: TypeInt, Default: "1024", Validator: Between(1, math.MaxInt32),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "The most connections the gRPC port holds open from one IP address; a further one is closed as soon as " +
+				"it is accepted (counted in sharecoord_connections_refused_total, warned of), so that one client cannot " +
+				"take all of grpc.max.connections. Kafka's default is unbounded; coordinatord's is a quarter of " +
+				"grpc.max.connections. Behind a proxy or service mesh that connects from one address, raise it or name " +
+				"that address in max.connections.per.ip.overrides.",
+		},
+		{
+			Name: keyMaxConnectionsPerIPOver, Type: TypeString, Default: "",
+			Validator: Rule{Desc: `"ADDRESS:COUNT,..." (IP addresses)`, Check: func(text string) error {
+				_, err := connlimit.ParseOverrides(text)
+				return err
+			}},
+			Importance: ImportanceLow, Scope: ScopeBroker,
+			Doc: "Per-address exceptions to max.connections.per.ip on the gRPC port, as a comma-separated list of " +
+				"ADDRESS:COUNT, e.g. \"127.0.0.1:200,[::1]:10\"; a count of 0 refuses the address. Unlike Kafka, " +
+				"coordinatord takes IP addresses only, not host names.",
+		},
+		{
+			Name: keyConnectionsMaxIdleMs, Type: TypeLong, Default: "600000", Validator: Between(1, maxDurationMs),
+			Importance: ImportanceMedium, Scope: ScopeBroker,
+			Doc: "Idle connections timeout: a gRPC connection with no call in flight for this long, in milliseconds, " +
+				"is closed with a GOAWAY (clients reconnect when they next call; keepalive pings do not count as " +
+				"calls), and so is a metrics connection with no request.",
+		},
+		{
+			Name: keyHandshakeTimeoutMs, Type: TypeLong, Default: "5000", Validator: Between(1, maxDurationMs),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "How long, in milliseconds, a new connection may take to complete its TLS handshake and HTTP/2 " +
+				"preface on the gRPC port, or to send its request headers on the metrics port, before it is closed: " +
+				"connections that send nothing hold a place of grpc.max.connections no longer than this.",
+		},
+		{
+			Name: keySendTimeoutMs, Type: TypeLong, Default: "10000", Validator: Between(1, maxDurationMs),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "How long, in milliseconds, a read response may wait to be sent once it is ready, and a write to a " +
+				"client's socket may block, on either port. A client that does not read its responses (or does not " +
+				"open its HTTP/2 flow-control window) then has its connection closed, which frees what its responses held.",
+		},
+		{
+			Name: keyGRPCMaxPendingResponse, Type: TypeLong, Default: "134217728", Validator: Between(1<<20, 1<<40),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "The most bytes of state batches that ReadShareGroupState responses hold at once, from the moment they " +
+				"are encoded until they are sent (each response counts twice its batches while it is built, once while " +
+				"it waits to be sent). A read that finds no room waits up to 500 ms, then its partition is answered " +
+				"COORDINATOR_NOT_AVAILABLE (share-partition leaders retry it). One response larger than the bound is " +
+				"sent alone.",
+		},
+		{
+			Name: keyMetricsMaxConnections, Type: TypeInt, Default: "64", Validator: Between(1, 1000000),
+			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
+			Doc: "The most connections the metrics port (/metrics, /healthz, /readyz) holds open at once; a further one " +
+				"is closed as soon as it is accepted. Prometheus and the kubelet's probes need a few.",
+		},
+		{
+			Name: keyMetricsMaxConnectionsPer, Type: TypeInt, Default: "8", Validator: Between(1, 1000000),
+			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
+			Doc: "The most connections the metrics port holds open from one IP address, so that one client cannot lock " +
+				"out the probes and Prometheus.",
+		},
+		{
+			Name: keyMemoryLimitBytes, Type: TypeLong, Default: "0", Validator: Between(0, math.MaxInt64),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "The Go runtime's soft memory limit in bytes, towards which it collects harder (as GOMEMLIMIT). 0 (the " +
+				"default): the GOMEMLIMIT environment variable when set, else 90 % of the memory limit of the process's " +
+				"cgroup (a container's memory limit) when it has one, else none. The limit in force is logged at start.",
 		},
 	}
 }

@@ -140,6 +140,13 @@ func edgeCases(t *testing.T, d *Definition, lo, hi int64) []edgeCase {
 			{value: "User:CN=a,User:CN=b", ok: true}, // one principal whose DN happens to contain "User:"
 			{value: "User:CN=a;admin", mustIn: []string{`"admin"`}},
 		}
+	case keyMaxConnectionsPerIPOver:
+		return []edgeCase{
+			{value: "", ok: true}, {value: "127.0.0.1:200", ok: true}, {value: " 10.0.0.1:0, [::1]:5 ", ok: true},
+			{value: "broker-1:100", mustIn: []string{d.Name, "broker-1", "not an IP address"}},
+			{value: "10.0.0.1", mustIn: []string{d.Name, "ADDRESS:COUNT"}},
+			{value: "10.0.0.1:-1", mustIn: []string{d.Name, "not a connection count"}},
+		}
 	}
 	if d.Validator != nil {
 		t.Fatalf("%s has a %T validator and no edge cases: add them to edgeCases", d.Name, d.Validator)

@@ -39,8 +39,13 @@ func newCodec() encoding.CodecV2 {
 // Name returns "proto": the codec speaks the protobuf wire format, as gRPC's default does.
 func (codec) Name() string { return protocodec.Name }
 
-// Marshal encodes v as gRPC's protobuf codec does.
-func (c codec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.Marshal(v) }
+// Marshal encodes v as gRPC's protobuf codec does; a read reply encodes itself (readReply.marshal).
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*readReply); ok {
+		return r.marshal()
+	}
+	return c.inner.Marshal(v)
+}
 
 // Unmarshal decodes data into v as gRPC's protobuf codec does; when that fails only because a
 // string field is not valid UTF-8 and v validates itself, v is decoded leniently instead. A

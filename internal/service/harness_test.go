@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/coordinatord/coordinatord/internal/connlimit"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
@@ -31,6 +32,8 @@ const topicB = "ASNFZ4mrze8BI0VniavN7w"
 type testServer struct {
 	t        *testing.T
 	srv      *Server
+	stateSrv *StateServer
+	lis      *connlimit.Listener
 	shards   []*shard.Shard
 	cfg      *groupcfg.Manager
 	reg      *prometheus.Registry
@@ -46,6 +49,9 @@ type testOptions struct {
 	overrides  []string
 	// wrap replaces the partitions the state server routes to (fault injection).
 	wrap func([]Partition) []Partition
+	// state and server, when set, adjust the options of the state server and of the gRPC server.
+	state  func(*StateOptions)
+	server func(*ServerOptions)
 }
 
 func startServer(t *testing.T, o testOptions) *testServer {
@@ -81,18 +87,29 @@ func startServer(t *testing.T, o testOptions) *testServer {
 	if o.wrap != nil {
 		parts = o.wrap(parts)
 	}
-	svcMetrics := NewMetrics(reg)
-	state := NewStateServer(parts, StateOptions{
-		NodeID: 1, Host: "127.0.0.1", Port: 7070,
-		MaxPartitionsPerRequest: b.MaxPartitionsPerRequest(),
-		Metrics:                 svcMetrics,
-	})
-	srv := NewServer(logger, state, NewConfigServer(cfg), ServerOptions{Registerer: reg, MaxRecvMsgBytes: b.GRPCMaxRecvMessageBytes()})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{t: t, srv: srv, shards: shards, cfg: cfg, reg: reg, metrics: svcMetrics, serveErr: make(chan error, 1)}
+	lis := connlimit.New(inner, "grpc", connlimit.Limits{}, nil, logger)
+	svcMetrics := NewMetrics(reg)
+	so := StateOptions{
+		NodeID: 1, Host: "127.0.0.1", Port: 7070,
+		MaxPartitionsPerRequest: b.MaxPartitionsPerRequest(),
+		Metrics:                 svcMetrics,
+		Logger:                  logger,
+		Conns:                   lis,
+	}
+	if o.state != nil {
+		o.state(&so)
+	}
+	state := NewStateServer(parts, so)
+	sopts := ServerOptions{Registerer: reg, MaxRecvMsgBytes: b.GRPCMaxRecvMessageBytes()}
+	if o.server != nil {
+		o.server(&sopts)
+	}
+	srv := NewServer(logger, state, NewConfigServer(cfg), sopts)
+	ts := &testServer{t: t, srv: srv, stateSrv: state, lis: lis, shards: shards, cfg: cfg, reg: reg, metrics: svcMetrics, serveErr: make(chan error, 1)}
 	go func() { ts.serveErr <- srv.GRPC.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

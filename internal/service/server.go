@@ -44,6 +44,13 @@ type ServerOptions struct {
 	// KeepaliveTime and closes it if no answer comes within KeepaliveTimeout.
 	KeepaliveTime    time.Duration
 	KeepaliveTimeout time.Duration
+	// HandshakeTimeout bounds how long a new connection may take to complete its TLS handshake
+	// and HTTP/2 preface (0: gRPC's 120 s); a client that sends nothing holds its connection no
+	// longer.
+	HandshakeTimeout time.Duration
+	// MaxConnectionIdle closes, with a GOAWAY, a connection that has had no call in flight for
+	// this long (0: never).
+	MaxConnectionIdle time.Duration
 	// Credentials secure the transport; nil serves plaintext.
 	Credentials credentials.TransportCredentials
 	// Authorize, when set, runs after logging and before validation on every unary call; it
@@ -188,7 +195,7 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.StatsHandler(&s.calls),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime(opts.KeepaliveMinTime), PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: opts.KeepaliveTime, Timeout: opts.KeepaliveTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: opts.KeepaliveTime, Timeout: opts.KeepaliveTimeout, MaxConnectionIdle: opts.MaxConnectionIdle}),
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 	}
@@ -201,9 +208,12 @@ func NewServer(logger *zap.Logger, state pb.ShareCoordinatorServiceServer, cfg p
 	if opts.Credentials != nil {
 		serverOpts = append(serverOpts, grpc.Creds(opts.Credentials))
 	}
+	if opts.HandshakeTimeout > 0 {
+		serverOpts = append(serverOpts, grpc.ConnectionTimeout(opts.HandshakeTimeout))
+	}
 
 	s.GRPC = grpc.NewServer(serverOpts...)
-	pb.RegisterShareCoordinatorServiceServer(s.GRPC, state)
+	s.GRPC.RegisterService(stateServiceDesc(state), state)
 	pb.RegisterConfigServiceServer(s.GRPC, cfg)
 	healthpb.RegisterHealthServer(s.GRPC, s.health)
 	reflection.Register(s.GRPC)

@@ -4,10 +4,16 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
@@ -49,6 +55,25 @@ type StateOptions struct {
 	MaxPartitionsPerRequest int
 	// Metrics records the service metrics; nil records nothing.
 	Metrics *Metrics
+	// Logger receives the warnings of refused and stalled reads (nil: none), at most one of each
+	// kind every 10 s.
+	Logger *zap.Logger
+	// ResponseBytes bounds the bytes of state batches that read responses hold, being built or
+	// waiting to be sent (0: no bound). A read that finds no room waits briefly, then its
+	// partition is answered COORDINATOR_NOT_AVAILABLE.
+	ResponseBytes int64
+	// SendTimeout is how long a read response may wait to be sent once it is ready (0: no limit);
+	// then the connection it came on is closed through Conns (nil: it is not) and its bytes stop
+	// counting.
+	SendTimeout time.Duration
+	// Conns closes client connections by their remote address (connlimit.Listener does).
+	Conns ConnCloser
+}
+
+// ConnCloser closes the client connection whose remote address is remote, and reports whether one
+// was open.
+type ConnCloser interface {
+	CloseConn(remote net.Addr) bool
 }
 
 // StateServer implements sharecoord.v1.ShareCoordinatorService over a fixed set of state
@@ -58,6 +83,8 @@ type StateServer struct {
 
 	partitions []Partition
 	opts       StateOptions
+	budget     *responseBudget
+	warn       *zap.Logger // rate-limited warnings
 }
 
 // NewStateServer returns a StateServer routing keys over partitions, which must not be empty.
@@ -65,7 +92,9 @@ func NewStateServer(partitions []Partition, opts StateOptions) *StateServer {
 	if len(partitions) == 0 {
 		panic("service: NewStateServer needs at least one partition")
 	}
-	return &StateServer{partitions: partitions, opts: opts}
+	return &StateServer{partitions: partitions, opts: opts,
+		budget: newResponseBudget(opts.ResponseBytes, opts.Metrics.pendingGauge()),
+		warn:   oncePer(opts.Logger, 10*time.Second)}
 }
 
 // route returns the partition that owns key.
@@ -193,33 +222,56 @@ func (s *StateServer) InitializeShareGroupState(ctx context.Context, req *pb.Ini
 	return &pb.InitializeShareGroupStateResponse{Results: topicResults(req.GetTopics(), parts, topicResult)}, nil
 }
 
-// ReadShareGroupState implements the ReadShareGroupState RPC.
+// ReadShareGroupState implements the ReadShareGroupState RPC for callers in the process. The gRPC
+// server answers the RPC with readState's reply instead, whose batches it sends as they were
+// encoded.
 func (s *StateServer) ReadShareGroupState(ctx context.Context, req *pb.ReadShareGroupStateRequest) (*pb.ReadShareGroupStateResponse, error) {
+	r, err := s.readState(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return r.response()
+}
+
+// readState reads every partition of req into a reply whose partition results carry their
+// batches encoded (readPartition).
+func (s *StateServer) readState(ctx context.Context, req *pb.ReadShareGroupStateRequest) (reply *readReply, err error) {
+	var held atomic.Int64
+	defer func() {
+		if reply == nil { // refused, or a panic on its way to the recovery interceptor
+			s.budget.release(held.Load())
+		}
+	}()
 	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.ReadStatePartition) *pb.ReadStatePartitionResult {
-		r := shard.ReadResult{Result: it.bad}
-		if it.bad.Code == kafkaerr.None {
-			r = s.route(it.key).Read(ctx, shard.ReadRequest{Key: it.key, LeaderEpoch: p.GetLeaderEpoch()})
-		}
-		if r.Code != kafkaerr.None {
-			r = shard.ReadResult{Result: r.Result, StartOffset: -1} // nothing known but the error
-		}
-		s.opts.Metrics.countOp(opRead, r.Code)
-		return &pb.ReadStatePartitionResult{
-			Partition:    it.key.Partition,
-			ErrorCode:    errorCode(r.Code),
-			ErrorMessage: r.Message,
-			StateEpoch:   r.StateEpoch,
-			StartOffset:  r.StartOffset,
-			StateBatches: toProtoBatches(r.StateBatches),
-		}
+		return s.readPartition(ctx, it, p, &held)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &pb.ReadShareGroupStateResponse{Results: topicResults(req.GetTopics(), parts,
+	raw := 0
+	for _, ps := range parts {
+		for _, p := range ps {
+			raw += len(p.ProtoReflect().GetUnknown())
+		}
+	}
+	resp := &pb.ReadShareGroupStateResponse{Results: topicResults(req.GetTopics(), parts,
 		func(id string, ps []*pb.ReadStatePartitionResult) *pb.ReadStateTopicResult {
 			return &pb.ReadStateTopicResult{TopicId: id, Partitions: ps}
-		})}, nil
+		})}
+	return &readReply{resp: resp, budget: s.budget, held: held.Load(), raw: int64(raw),
+		sendTimeout: s.opts.SendTimeout, stalled: func() { s.stalled(ctx) }}, nil
+}
+
+// stalled handles a read response that was not sent within the send timeout: its client does
+// not read it. The connection it came on is closed, which frees what it holds.
+func (s *StateServer) stalled(ctx context.Context) {
+	s.opts.Metrics.countStalled()
+	closed := false
+	if p, ok := peer.FromContext(ctx); ok && s.opts.Conns != nil {
+		closed = s.opts.Conns.CloseConn(p.Addr)
+	}
+	s.warn.Warn("a read response was not sent within connections.send.timeout.ms: its client does not read it (further ones within 10 s are not logged; sharecoord_stalled_responses_total counts them)",
+		zap.Duration("connections.send.timeout.ms", s.opts.SendTimeout), zap.String("peer.address", peerAddr(ctx)), zap.Bool("connection_closed", closed))
 }
 
 // WriteShareGroupState implements the WriteShareGroupState RPC.
@@ -345,22 +397,6 @@ func (s *StateServer) FindCoordinator(_ context.Context, req *pb.FindCoordinator
 	return &pb.FindCoordinatorResponse{Coordinators: out}, nil
 }
 
-func toProtoBatches(in []shard.StateBatch) []*pb.StateBatch {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]*pb.StateBatch, len(in))
-	for i, b := range in {
-		out[i] = &pb.StateBatch{
-			FirstOffset:   b.FirstOffset,
-			LastOffset:    b.LastOffset,
-			DeliveryState: int32(b.DeliveryState),
-			DeliveryCount: int32(b.DeliveryCount),
-		}
-	}
-	return out
-}
-
 // fromProtoBatches converts state batches. A delivery state or count that does not fit Kafka's
 // int8 / int16 fields is refused with the message to answer; the batches returned then end with
 // that one, holding its offsets and, in place of the value that does not fit and of those checked
@@ -382,4 +418,14 @@ func fromProtoBatches(in []*pb.StateBatch) ([]shard.StateBatch, string) {
 		out[i].DeliveryCount = int16(b.GetDeliveryCount())
 	}
 	return out, ""
+}
+
+// oncePer returns l logging each message at most once per period (nil l: a no-op logger).
+func oncePer(l *zap.Logger, period time.Duration) *zap.Logger {
+	if l == nil {
+		return zap.NewNop()
+	}
+	return l.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, period, 1, 0)
+	}))
 }

@@ -147,7 +147,12 @@ func (m *machine) read(r *ReadRequest, p *pending) ReadResult {
 	if e.maxLeaderEpoch > r.LeaderEpoch {
 		return ReadResult{Result: withDefault(kafkaerr.FencedLeaderEpoch)}
 	}
-	res := ReadResult{StateEpoch: e.stateEpoch, StartOffset: e.startOffset, StateBatches: cloneBatches(e.batches)}
+	res := ReadResult{StateEpoch: e.stateEpoch, StartOffset: e.startOffset}
+	if r.Take == nil {
+		res.StateBatches = cloneBatches(e.batches)
+	} else if refused := r.Take(e.batches); refused != nil {
+		return ReadResult{Result: *refused}
+	}
 	if e.maxLeaderEpoch == r.LeaderEpoch {
 		return res
 	}

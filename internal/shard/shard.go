@@ -186,6 +186,14 @@ func (s *Shard) setStatus(st State, err error, loadDuration time.Duration) {
 	s.changed = make(chan struct{})
 }
 
+// Changed returns a channel that is closed at the shard's next status change; Status then tells
+// the new one.
+func (s *Shard) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
 // WaitLoaded waits until the shard is Active (nil), Failed (the load error), Closed (ErrClosed) or
 // ctx ends (its error).
 func (s *Shard) WaitLoaded(ctx context.Context) error {

@@ -354,6 +354,47 @@ func TestShardReadWaitsForEarlierWrites(t *testing.T) {
 	}
 }
 
+// A read with Take hands the key's batches to it instead of copying them into the result; one
+// that Take refuses is answered with Take's result and raises no leader epoch.
+func TestShardReadTake(t *testing.T) {
+	ts := newTestShard(t, testOpts{})
+	s := ts.active(nil)
+	ctx := context.Background()
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	want := bs(sb(0, 4, 2, 1), sb(5, 9, 0, 1))
+	mustOK(t, s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, LeaderEpoch: 1, StateBatches: want}))
+
+	before := s.ReadSummary(ctx, SummaryRequest{Key: testKey}).LeaderEpoch
+	busy := Result{Code: kafkaerr.CoordinatorNotAvailable, Message: "no room"}
+	calls := 0
+	r := s.Read(ctx, ReadRequest{Key: testKey, LeaderEpoch: 5, Take: func(b []StateBatch) *Result {
+		calls++
+		if !slices.Equal(b, want) {
+			t.Errorf("Take got %v, want %v", b, want)
+		}
+		return &busy
+	}})
+	if r.Result != busy || calls != 1 {
+		t.Fatalf("refused read: %+v after %d calls, want %+v after 1", r, calls, busy)
+	}
+	if sum := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); sum.LeaderEpoch != before {
+		t.Fatalf("leader epoch %d after a refused read, want %d (unchanged)", sum.LeaderEpoch, before)
+	}
+
+	var got []StateBatch
+	r = s.Read(ctx, ReadRequest{Key: testKey, LeaderEpoch: 5, Take: func(b []StateBatch) *Result {
+		got = slices.Clone(b)
+		return nil
+	}})
+	mustOK(t, r.Result)
+	if r.StateBatches != nil || !slices.Equal(got, want) || r.StateEpoch != 1 {
+		t.Fatalf("read %+v, Take got %v: want no copy in the result and %v given to Take", r, got, want)
+	}
+	if sum := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); sum.LeaderEpoch != 5 {
+		t.Fatalf("leader epoch %d after an accepted read, want 5", sum.LeaderEpoch)
+	}
+}
+
 // An operation whose commit is not done within WriteTimeout answers COORDINATOR_NOT_AVAILABLE;
 // its record stays applied (as in Kafka's coordinator runtime).
 func TestShardWriteTimeout(t *testing.T) {

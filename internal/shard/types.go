@@ -22,6 +22,12 @@ type InitializeRequest struct {
 type ReadRequest struct {
 	Key         Key
 	LeaderEpoch int32
+	// Take, when set, is given the key's state batches on the shard's goroutine as the read is
+	// applied, in place of the copy that ReadResult.StateBatches would hold (it stays nil), so
+	// that a caller can encode a large state without a copy of it in between. It must neither keep
+	// nor change batches, and should be quick: the shard waits for it. A Result it returns refuses
+	// the read, which then changes nothing (no leader epoch is raised) and is answered with it.
+	Take func(batches []StateBatch) *Result
 }
 
 // WriteRequest is one key of WriteShareGroupState (Kafka's writeState). StartOffset -1 means "not
