@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordinatord/coordinatord/client"
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
 // Timeouts of the tests, generous for a loaded two-core machine. An election takes 1–2 s
@@ -107,7 +108,8 @@ func loopbackHosts(n int) []string {
 	return out
 }
 
-// start starts every node and waits until each is ready.
+// start starts every node, waits until each is ready and every partition is led by its
+// preferred node.
 func (c *cluster) start() {
 	c.t.Helper()
 	for _, n := range c.nodes {
@@ -115,6 +117,33 @@ func (c *cluster) start() {
 	}
 	for _, n := range c.nodes {
 		n.waitReady(readyTimeout)
+	}
+	c.waitBalanced()
+}
+
+// waitBalanced waits until every partition is led by its preferred node and returns the
+// leaderships. Until then the nodes move leaderships to their preferred nodes (a planned
+// transfer every few seconds, internal/cluster/balance.go), which a test's fault would race
+// with. Partition p's preferred leader is the (p mod n)-th node in id order
+// (internal/cluster/placement.go).
+func (c *cluster) waitBalanced() leadership {
+	c.t.Helper()
+	deadline := time.Now().Add(leaderTimeout)
+	for {
+		l := c.waitLeaders(c.nodes, leaderTimeout)
+		off := 0
+		for p, id := range l.leader {
+			if id != p%len(c.nodes)+1 {
+				off++
+			}
+		}
+		if off == 0 {
+			return l
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%d partitions are not led by their preferred nodes after %v: %v", off, leaderTimeout, l.leader)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval
 	}
 }
 
@@ -225,6 +254,17 @@ func (c *cluster) newClient(onRetry func(client.Retry)) *client.Client {
 	}
 	c.t.Cleanup(func() { _ = cl.Close() })
 	return cl
+}
+
+// dialNode returns a plain gRPC stub of n's state service: no lookups, no retries.
+func dialNode(t *testing.T, n *node) pb.ShareCoordinatorServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(n.grpcAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewShareCoordinatorServiceClient(conn)
 }
 
 // partitionOf returns the state partition of key k of the workload and its leader as the

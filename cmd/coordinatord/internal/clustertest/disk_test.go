@@ -70,7 +70,6 @@ func TestDiskFullReplica(t *testing.T) {
 	dir := mountTmpfs(t, "64M")
 	c := newCluster(t, clusterOptions{nodes: 3, dataDirs: []string{"", "", dir}})
 	c.start()
-	c.waitLeaders(c.nodes, leaderTimeout)
 	w := newWorkload(t, c, workloadOptions{})
 	w.run()
 	loadFor(time.Second)

@@ -2,13 +2,12 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
@@ -23,7 +22,6 @@ import (
 func TestKillLeaders(t *testing.T) {
 	c := newCluster(t, clusterOptions{nodes: 3})
 	c.start()
-	c.waitLeaders(c.nodes, leaderTimeout)
 	w := newWorkload(t, c, workloadOptions{})
 	w.run()
 	loadFor(2 * time.Second)
@@ -31,7 +29,7 @@ func TestKillLeaders(t *testing.T) {
 	_, first := c.partitionOf(w.cl, w, 0)
 	killAndRestart(t, c, w, c.node(first))
 	second := 0
-	for _, id := range c.waitLeaders(c.nodes, leaderTimeout).leader {
+	for _, id := range c.waitBalanced().leader {
 		if id != first {
 			second = id
 			break
@@ -75,7 +73,6 @@ func killAndRestart(t *testing.T, c *cluster, w *workload, n *node) {
 func TestPausedLeader(t *testing.T) {
 	c := newCluster(t, clusterOptions{nodes: 3, debugLog: true})
 	c.start()
-	c.waitLeaders(c.nodes, leaderTimeout)
 	w := newWorkload(t, c, workloadOptions{})
 	part, leader := c.partitionOf(w.cl, w, 0)
 	x := c.node(leader)
@@ -84,12 +81,7 @@ func TestPausedLeader(t *testing.T) {
 		t.Fatalf("FindCoordinator names node %d for partition %d, the metrics node %d", x.id, part, l.leader[part])
 	}
 	term := l.term[part]
-	conn, err := grpc.NewClient(x.grpcAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	stub := pb.NewShareCoordinatorServiceClient(conn)
+	stub := dialNode(t, x)
 	// A first call opens the connection, so that the writes sent during the stop travel on it.
 	if d := w.directRead(context.Background(), stub, 100, 0); d.outcome != "" {
 		t.Fatalf("read from node %d before the stop: %s", x.id, d.outcome)
@@ -191,7 +183,6 @@ func outcomes(ds []directCall) map[string]int {
 func TestRollingRestart(t *testing.T) {
 	c := newCluster(t, clusterOptions{nodes: 3})
 	c.start()
-	c.waitLeaders(c.nodes, leaderTimeout)
 	w := newWorkload(t, c, workloadOptions{})
 	w.run()
 	loadFor(time.Second)
@@ -204,7 +195,8 @@ func TestRollingRestart(t *testing.T) {
 		}
 		n.start()
 		n.waitReady(readyTimeout)
-		c.waitLeaders(c.nodes, leaderTimeout)
+		// As an operator would: the next stop once the restarted node leads its share again.
+		c.waitBalanced()
 		loadFor(time.Second)
 	}
 	w.finish()
@@ -226,7 +218,6 @@ func TestRollingRestart(t *testing.T) {
 func TestFiveNodesKillLeader(t *testing.T) {
 	c := newCluster(t, clusterOptions{nodes: 5, partitions: 10, replication: 3})
 	c.start()
-	c.waitLeaders(c.nodes, leaderTimeout)
 	for _, n := range c.nodes {
 		m, err := n.scrape()
 		if err != nil {
@@ -241,6 +232,54 @@ func TestFiveNodesKillLeader(t *testing.T) {
 	loadFor(2 * time.Second)
 	_, leader := c.partitionOf(w.cl, w, 0)
 	killAndRestart(t, c, w, c.node(leader))
-	c.waitLeaders(c.nodes, leaderTimeout)
+	l := c.waitLeaders(c.nodes, leaderTimeout)
+	part, _ := c.partitionOf(w.cl, w, 0)
+	requireRedirect(t, c, w, part, l.leader[part])
 	w.finish()
+}
+
+// requireRedirect checks that a node holding no replica of partition part answers a write of
+// key 0 (of part) with NOT_COORDINATOR naming leader, which it knows from the cluster metadata
+// (the leader announces itself there), once that announcement reached it.
+func requireRedirect(t *testing.T, c *cluster, w *workload, part, leader int) {
+	t.Helper()
+	var outsider *node
+	for _, n := range c.nodes {
+		m, err := n.scrape()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, held := m["sharecoord_raft_leader_node"][part]; !held {
+			outsider = n
+			break
+		}
+	}
+	if outsider == nil {
+		t.Fatalf("every node holds a replica of partition %d", part)
+	}
+	stub := dialNode(t, outsider)
+	want := fmt.Sprintf("led by node %d (%s)", leader, c.node(leader).grpcAddr())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Offset 0 with start offset 0: were it applied, it would change nothing (the start
+		// offset is past it); but a node without a replica must not apply anything.
+		resp, err := stub.WriteShareGroupState(ctx, w.writeRequest(0, 0, 0))
+		cancel()
+		got := fmt.Sprint(resp, err)
+		if rs := resp.GetResults(); err == nil && len(rs) == 1 && len(rs[0].GetPartitions()) == 1 {
+			pr := rs[0].GetPartitions()[0]
+			switch {
+			case pr.GetErrorCode() == pb.ErrorCode_ERROR_CODE_NONE:
+				t.Fatalf("%v, holding no replica of partition %d, acknowledged a write of it", outsider, part)
+			case pr.GetErrorCode() == pb.ErrorCode_ERROR_CODE_NOT_COORDINATOR && strings.Contains(pr.GetErrorMessage(), want):
+				return
+			}
+			got = pr.GetErrorCode().String() + " " + pr.GetErrorMessage()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v, holding no replica of partition %d, answers %s; want NOT_COORDINATOR naming node %d", outsider, part, got, leader)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval
+	}
 }
