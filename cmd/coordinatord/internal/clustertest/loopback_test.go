@@ -119,7 +119,7 @@ func TestPausedLeader(t *testing.T) {
 	sent.Wait()
 
 	// The node steps down: its log shows partition part's role change to not leading, in the
-	// later term, and its gauge agrees.
+	// later term.
 	if _, ok := x.current().waitLine(30*time.Second, func(l logLine) bool {
 		p, _ := l.int("state_partition")
 		lt, _ := l.int("term")

@@ -155,10 +155,41 @@ func (n *node) terminate() {
 }
 
 // pause stops the node's process with SIGSTOP: it holds its sockets and its state but runs
-// nothing, as a process that a long pause (a stall, a VM migration) freezes.
+// nothing, as a process that a long pause (a stall, a VM migration) freezes. It returns once
+// every thread of the process is stopped (kill(2) may return before those running on another
+// core are).
 func (n *node) pause() {
 	n.t.Helper()
 	n.signal(syscall.SIGSTOP)
+	pid := n.current().cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for !stopped(pid) {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("%v: process %d not stopped 10 s after SIGSTOP", n, pid)
+		}
+		time.Sleep(time.Millisecond) // poll interval
+	}
+}
+
+// stopped reports whether every thread of process pid is stopped (state T in
+// /proc/PID/task/TID/stat).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// "TID (COMM) STATE ...": the state follows the last ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // resume continues a paused process (SIGCONT).

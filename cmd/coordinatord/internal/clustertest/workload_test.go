@@ -35,7 +35,6 @@ type workloadOptions struct {
 // random keys. Every call goes into the history.
 type workload struct {
 	t     *testing.T
-	c     *cluster
 	cl    *client.Client
 	opts  workloadOptions
 	group string
@@ -98,7 +97,7 @@ func newWorkload(t *testing.T, c *cluster, opts workloadOptions) *workload {
 	if opts.pace == 0 {
 		opts.pace = 5 * time.Millisecond
 	}
-	w := &workload{t: t, c: c, opts: opts, group: "faults", topic: newTopicID(), next: make([]atomic.Int64, opts.keys),
+	w := &workload{t: t, opts: opts, group: "faults", topic: newTopicID(), next: make([]atomic.Int64, opts.keys),
 		stop: make(chan struct{}), stats: stats{failures: map[string]int{}, retryCodes: map[string]int{}}}
 	w.cl = c.newClient(w.onRetry)
 	w.hist = &history{base: time.Now()}
@@ -107,12 +106,7 @@ func newWorkload(t *testing.T, c *cluster, opts workloadOptions) *workload {
 		keys[k] = k
 	}
 	w.initialize(keys)
-	t.Cleanup(func() {
-		if w.running.Load() {
-			close(w.stop)
-			w.workers.Wait()
-		}
-	})
+	t.Cleanup(w.halt)
 	return w
 }
 
@@ -328,8 +322,8 @@ func readOutput(resp *pb.ReadShareGroupStateResponse, err error) (opOutput, stri
 
 // finish stops the workload, reads every key once more through the client and checks the
 // history: linearizable, and every acknowledged write still there (or below the final start
-// offset). It returns the final states by key.
-func (w *workload) finish() []opOutput {
+// offset).
+func (w *workload) finish() {
 	w.t.Helper()
 	w.halt()
 	final := make([]opOutput, w.opts.keys)
@@ -339,7 +333,6 @@ func (w *workload) finish() []opOutput {
 	w.t.Logf("workload: %d operations, the slowest answered %s; %v", w.hist.len(), w.hist.slowest(), &w.stats)
 	w.checkLinearizable()
 	w.checkReadBack(final)
-	return final
 }
 
 // readUntilOK reads key k through the client until a read succeeds (a minute at most), recording
