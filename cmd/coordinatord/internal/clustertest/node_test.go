@@ -1,7 +1,6 @@
 package clustertest
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/proclog"
 )
 
 // The ports of every node: each node has an address of its own (a loopback address, or its
@@ -52,12 +53,8 @@ type process struct {
 	cmd     *exec.Cmd
 	started time.Time
 	exited  chan struct{}
-	exitErr error // valid once exited is closed
-
-	mu      sync.Mutex
-	lines   []string      // every stderr line
-	newLine chan struct{} // closed and replaced whenever a line arrives or the output ends
-	eof     bool
+	exitErr error        // valid once exited is closed
+	stderr  *proclog.Log // its log, a JSON object a line
 }
 
 // start runs a new process of the node and waits for its "serving" line (it listens; whether it
@@ -87,14 +84,14 @@ func (n *node) start() {
 		n.mu.Unlock()
 		n.t.Fatalf("%v: start: %v", n, err)
 	}
-	p := &process{cmd: cmd, started: time.Now(), exited: make(chan struct{}), newLine: make(chan struct{})}
+	p := &process{cmd: cmd, started: time.Now(), exited: make(chan struct{}), stderr: proclog.New()}
 	n.proc = p
 	n.runs = append(n.runs, p)
 	n.mu.Unlock()
 	logDone := make(chan struct{})
 	go func() {
 		defer close(logDone)
-		p.readLog(stderr)
+		p.stderr.Read(stderr, nil)
 	}()
 	go func() {
 		<-logDone // Wait closes the pipe: read everything first
@@ -236,26 +233,6 @@ func (n *node) cleanup() {
 	<-p.exited
 }
 
-// readLog collects the process's stderr lines.
-func (p *process) readLog(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 4<<20)
-	defer func() {
-		p.mu.Lock()
-		p.eof = true
-		close(p.newLine)
-		p.mu.Unlock()
-	}()
-	for sc.Scan() {
-		p.mu.Lock()
-		p.lines = append(p.lines, sc.Text())
-		close(p.newLine)
-		p.newLine = make(chan struct{})
-		p.mu.Unlock()
-	}
-	_, _ = io.Copy(io.Discard, r) // a line past the buffer: keep the pipe drained
-}
-
 // logLine is a JSON line of the server's log; Fields holds all of it.
 type logLine struct {
 	Level  string
@@ -292,9 +269,7 @@ func (l logLine) bool(key string) (value, ok bool) {
 
 // logLines returns the lines written so far that parse as JSON.
 func (p *process) logLines() []logLine {
-	p.mu.Lock()
-	raw := p.lines
-	p.mu.Unlock()
+	raw := p.stderr.Lines()
 	out := make([]logLine, 0, len(raw))
 	for _, s := range raw {
 		if l, ok := parseLogLine(s); ok {
@@ -306,34 +281,20 @@ func (p *process) logLines() []logLine {
 
 // waitLine waits until a log line satisfies match, the output ends or timeout passes.
 func (p *process) waitLine(timeout time.Duration, match func(logLine) bool) (logLine, bool) {
-	deadline := time.After(timeout)
-	for seen := 0; ; {
-		p.mu.Lock()
-		lines, wait, eof := p.lines, p.newLine, p.eof
-		p.mu.Unlock()
-		for ; seen < len(lines); seen++ {
-			if l, ok := parseLogLine(lines[seen]); ok && match(l) {
-				return l, true
-			}
+	var found logLine
+	_, ok := p.stderr.Wait(timeout, func(s string) bool {
+		l, parsed := parseLogLine(s)
+		if parsed && match(l) {
+			found = l
+			return true
 		}
-		if eof {
-			return logLine{}, false
-		}
-		select {
-		case <-wait:
-		case <-deadline:
-			return logLine{}, false
-		}
-	}
+		return false
+	})
+	return found, ok
 }
 
 // tail returns the last n lines of the process's log.
-func (p *process) tail(n int) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	lines := p.lines[max(0, len(p.lines)-n):]
-	return strings.Join(lines, "\n")
-}
+func (p *process) tail(n int) string { return p.stderr.Tail(n) }
 
 // saveLogs writes the log of every process of the node into dir.
 func (n *node) saveLogs(dir string) error {
@@ -341,9 +302,7 @@ func (n *node) saveLogs(dir string) error {
 	runs := append([]*process(nil), n.runs...)
 	n.mu.Unlock()
 	for i, p := range runs {
-		p.mu.Lock()
-		text := strings.Join(p.lines, "\n") + "\n"
-		p.mu.Unlock()
+		text := p.stderr.String() + "\n"
 		name := filepath.Join(dir, fmt.Sprintf("node%d-run%d.log", n.id, i+1))
 		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
 			return err
