@@ -2,7 +2,11 @@ package clustertest
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -67,5 +71,32 @@ func TestApplyWrite(t *testing.T) {
 	}
 	if got := offsetList([]int64{1, 2, 3, 5, 7, 8}); got != "{1-3, 5, 7-8}" {
 		t.Fatalf("offsetList: %s", got)
+	}
+}
+
+// TestVisualizationOfAViolation writes porcupine's visualization of a history that is not
+// linearizable, as a failing fault test does, and finds the operations in it.
+func TestVisualizationOfAViolation(t *testing.T) {
+	ops := []porcupine.Operation{
+		{ClientId: 1, Input: opInput{kind: opWrite, key: 0, start: 0, offset: 1}, Output: opOutput{}, Call: 0, Return: 1},
+		{ClientId: 2, Input: opInput{kind: opWrite, key: 0, start: 0, offset: 2}, Output: opOutput{ambiguous: true}, Call: 0, Return: math.MaxInt64},
+		{ClientId: 1, Input: opInput{kind: opRead, key: 0}, Output: opOutput{start: 0, offsets: nil}, Call: 2, Return: 3},
+	}
+	res, info := porcupine.CheckOperationsVerbose(shareStateModel, ops, time.Minute)
+	if res != porcupine.Illegal {
+		t.Fatalf("check: %v, want Illegal", res)
+	}
+	path := filepath.Join(t.TempDir(), "linearizability.html")
+	if err := porcupine.VisualizePath(shareStateModel, info, path); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"write(key 0, start 0, offset 1) → ok", "failed: applied or not", "read(key 0) → start 0 {}"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the visualization does not show %q", want)
+		}
 	}
 }
