@@ -540,6 +540,68 @@ func TestNoLeaderYet(t *testing.T) {
 	}
 }
 
+// TestLookupSkipsANodeThatKnowsNoLeader makes the first bootstrap node know no leader, as a node
+// cut off from the others does, while the others know it: the client must not keep asking that
+// node, which answers (so it would stay the node that last answered), but find the leader from
+// another and be served.
+func TestLookupSkipsANodeThatKnowsNoLeader(t *testing.T) {
+	fc := newFakeCluster(t, 3, 6)
+	specs := []spec{{topicA, span(0, 5)}}
+	keys := keysOf(specs)
+	fc.mu.Lock()
+	fc.unaware = map[int32]bool{1: true}
+	fc.mu.Unlock()
+	fc.setFault(func(node int32, key string) (pb.ErrorCode, string) {
+		if node == 1 {
+			return pb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE, "no leader known here"
+		}
+		return pb.ErrorCode_ERROR_CODE_NONE, ""
+	})
+	for p := range int32(6) {
+		fc.setLeader(p, 2+p%2) // nodes 2 and 3 lead everything
+	}
+	c := newClient(t, fc, nil)
+	for round := range 3 {
+		res, err := everyRPC[1].call(ctxT(t, 2*time.Second), c, specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.code != pb.ErrorCode_ERROR_CODE_NONE {
+				t.Errorf("round %d: %s: %s %q, want it served by node %d", round, keys[i], r.code, r.msg, fc.leaderOf(keys[i]))
+			}
+		}
+	}
+	if n := len(fc.callsTo(1, "")); n != 0 {
+		t.Errorf("node 1, which leads nothing, got %d state requests", n)
+	}
+}
+
+func TestLookupOrderAsksANodeThatKnewNoLeaderLast(t *testing.T) {
+	r := newRoutes(10)
+	boot := []string{"a:1", "b:1", "c:1"}
+	for _, step := range []struct {
+		addr   string
+		named  bool
+		prefer string
+		want   []string
+	}{
+		{"a:1", false, "", []string{"b:1", "c:1", "a:1"}},
+		{"b:1", true, "", []string{"b:1", "c:1", "a:1"}},
+		{"", false, "a:1", []string{"a:1", "b:1", "c:1"}}, // a node that just refused a key comes first
+		{"a:1", true, "", []string{"a:1", "b:1", "c:1"}},
+		{"b:1", false, "", []string{"a:1", "c:1", "b:1"}},
+		{"a:1", false, "", []string{"b:1", "c:1", "a:1"}}, // an election: the latest to name none goes last
+	} {
+		if step.addr != "" {
+			r.answered(step.addr, step.named)
+		}
+		if got := r.lookupOrder(step.prefer, boot); !slices.Equal(got, step.want) {
+			t.Errorf("after %s answered (leaders named: %v), prefer %q: order %v, want %v", step.addr, step.named, step.prefer, got, step.want)
+		}
+	}
+}
+
 // TestNonRetriableCodesAreReturnedAsTheyAre fails keys with codes that no retry can fix: they
 // come back exactly as the node (or FindCoordinator) gave them, after one attempt.
 func TestNonRetriableCodesAreReturnedAsTheyAre(t *testing.T) {

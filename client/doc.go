@@ -10,7 +10,9 @@
 // serves its keys. The client learns both with FindCoordinator, asking the bootstrap nodes or any
 // node it has heard of, and caches them: the state partition of the most recently used keys
 // (Options.CacheSize) and the leader of every state partition. It never computes a key's state
-// partition itself. It keeps one gRPC connection per node address, opened on first use.
+// partition itself. It keeps one gRPC connection per node address, opened on first use. A node
+// whose answer names no leader for some key is asked last the next time: it may be electing,
+// but it may as well be cut off from the others, which elected a leader it has not heard of.
 //
 // A node that does not lead a key's state partition answers NOT_COORDINATOR. The client then
 // forgets that leader, asks FindCoordinator again (first of the node that refused, whose view is

@@ -46,6 +46,9 @@ type fakeCluster struct {
 	// hook, when set, runs at the start of every RPC on every node with the keys it names,
 	// without mu: it may block, change the cluster, or fail the RPC by returning an error.
 	hook func(node int32, method string, keys []string) error
+	// unaware are nodes that know no leader, as a node cut off from the others: their
+	// FindCoordinator answers COORDINATOR_NOT_AVAILABLE for every key.
+	unaware map[int32]bool
 }
 
 // fakeCall is one state request a node received.
@@ -241,7 +244,7 @@ func (n *fakeNode) FindCoordinator(_ context.Context, req *pb.FindCoordinatorReq
 		default:
 			co.StatePartition = int32(shard.PartitionFor(k.CoordinatorKey(), fc.partitions))
 			leader, ok := fc.nodes[fc.leader[co.StatePartition]]
-			if !ok {
+			if !ok || fc.unaware[n.id] {
 				co.ErrorCode, co.ErrorMessage = pb.ErrorCode_ERROR_CODE_COORDINATOR_NOT_AVAILABLE, "no leader yet"
 				break
 			}

@@ -115,10 +115,14 @@ func (c *Client) find(ctx context.Context, keys []string, prefer string) (*pb.Fi
 		resp, err := stub.FindCoordinator(actx, &pb.FindCoordinatorRequest{Keys: keys})
 		cancel()
 		if err == nil {
-			c.routes.answered(addr)
+			named := true
 			for _, co := range resp.GetCoordinators() {
 				c.learn(co)
+				if _, ok := leaderOf(co); !ok && (co.GetErrorCode() == pb.ErrorCode_ERROR_CODE_NONE || retriable(co.GetErrorCode())) {
+					named = false
+				}
 			}
+			c.routes.answered(addr, named)
 			return resp, addr, nil
 		}
 		if ended(ctx) {

@@ -24,7 +24,11 @@ type routes struct {
 	lru     list.List                // front = most recently used
 	leaders map[int32]node
 	nodes   map[int32]string // every node id a FindCoordinator named, with its latest address
-	lastOK  string           // the address that last answered a FindCoordinator
+	lastOK  string           // the address that last answered a FindCoordinator naming every leader asked for
+	// noLeader is the address whose latest FindCoordinator answer named no leader for some key:
+	// it may be cut off from the others, which elected a leader it does not know of, so it is
+	// asked last.
+	noLeader string
 }
 
 type keyEntry struct {
@@ -90,16 +94,29 @@ func (r *routes) forget(partition int32, addr string) {
 	}
 }
 
-// answered records that addr answered a FindCoordinator.
-func (r *routes) answered(addr string) {
+// answered records that addr answered a FindCoordinator; named: the answer named a leader for
+// every key.
+func (r *routes) answered(addr string, named bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lastOK = addr
+	if named {
+		r.lastOK = addr
+		if r.noLeader == addr {
+			r.noLeader = ""
+		}
+		return
+	}
+	r.noLeader = addr
+	if r.lastOK == addr {
+		r.lastOK = ""
+	}
 }
 
 // lookupOrder returns the addresses to ask FindCoordinator, in order: prefer (a node that just
-// refused a key knows its new leader best), the node that last answered, the bootstrap
-// addresses, then every other node a FindCoordinator named (by id); without repeats.
+// refused a key knows its new leader best), the node that last answered with every leader, the
+// bootstrap addresses, then every other node a FindCoordinator named (by id), and last the node
+// whose latest answer named no leader for some key; without repeats. During an election every
+// node names none, and the node asked last changes with every answer.
 func (r *routes) lookupOrder(prefer string, bootstrap []string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -112,6 +129,8 @@ func (r *routes) lookupOrder(prefer string, bootstrap []string) []string {
 		}
 	}
 	add(prefer)
+	last := r.noLeader
+	seen[last] = true // asked last, below
 	add(r.lastOK)
 	for _, a := range bootstrap {
 		add(a)
@@ -123,6 +142,9 @@ func (r *routes) lookupOrder(prefer string, bootstrap []string) []string {
 	slices.Sort(ids)
 	for _, id := range ids {
 		add(r.nodes[id])
+	}
+	if last != "" && last != prefer {
+		out = append(out, last)
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/proclog"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
@@ -65,11 +64,7 @@ type proc struct {
 	config      pb.ConfigServiceClient
 	exited      chan struct{}
 	exitErr     error
-
-	mu      sync.Mutex
-	lines   []string      // every stderr line
-	newLine chan struct{} // closed and replaced whenever a line arrives or the output ends
-	eof     bool
+	stderr      *proclog.Log // every stderr line
 }
 
 // serverArgs are the server's arguments for dataDir and loopback ports chosen by the kernel,
@@ -109,7 +104,7 @@ func launch(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, cmd: cmd, dataDir: dataDir, exited: make(chan struct{}), newLine: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, dataDir: dataDir, exited: make(chan struct{}), stderr: proclog.New()}
 	serving := make(chan [2]string, 1)
 	logDone := make(chan struct{})
 	go func() {
@@ -144,21 +139,7 @@ func (p *proc) connect(conn *grpc.ClientConn) {
 
 // readLog collects stderr lines and reports the addresses of the "serving" line.
 func (p *proc) readLog(r io.Reader, serving chan<- [2]string) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	defer func() {
-		p.mu.Lock()
-		p.eof = true
-		close(p.newLine)
-		p.mu.Unlock()
-	}()
-	for sc.Scan() {
-		line := sc.Text()
-		p.mu.Lock()
-		p.lines = append(p.lines, line)
-		close(p.newLine)
-		p.newLine = make(chan struct{})
-		p.mu.Unlock()
+	p.stderr.Read(r, func(line string) {
 		var entry struct {
 			Msg     string `json:"msg"`
 			GRPC    string `json:"grpc"`
@@ -170,38 +151,16 @@ func (p *proc) readLog(r io.Reader, serving chan<- [2]string) {
 			default:
 			}
 		}
-	}
+	})
 }
 
 // log returns everything the process wrote to stderr so far.
-func (p *proc) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines, "\n")
-}
+func (p *proc) log() string { return p.stderr.String() }
 
 // waitLine waits until a stderr line satisfies match and returns it. The process's health and its
 // log travel on different channels, so a line written before SERVING may still be in the pipe.
 func (p *proc) waitLine(match func(line string) bool) (string, bool) {
-	timeout := time.After(time.Minute)
-	for seen := 0; ; {
-		p.mu.Lock()
-		lines, wait, eof := p.lines, p.newLine, p.eof
-		p.mu.Unlock()
-		for ; seen < len(lines); seen++ {
-			if match(lines[seen]) {
-				return lines[seen], true
-			}
-		}
-		if eof {
-			return "", false
-		}
-		select {
-		case <-wait:
-		case <-timeout:
-			return "", false
-		}
-	}
+	return p.stderr.Wait(time.Minute, match)
 }
 
 // waitServing blocks until the overall health is SERVING (every partition loaded), using the

@@ -99,28 +99,16 @@ func (n *Node) TransferLeaderships(ctx context.Context) int {
 		if p == nil || p.failed != nil || !p.Role().Leading {
 			continue
 		}
-		target := uint64(0)
-		for _, id := range p.members { // the preferred leader first, then the others
+		var targets []uint64 // the preferred leader first, then the others
+		for _, id := range p.members {
 			if id != n.cfg.NodeID {
-				target = id
-				break
+				targets = append(targets, id)
 			}
 		}
-		if target == 0 {
+		if len(targets) == 0 {
 			continue // a single replica: nowhere to go
 		}
-		if err := n.nh.RequestLeaderTransfer(p.shardID, target); err != nil {
-			n.logger.Debug("leadership transfer", zap.Int("state_partition", p.index), zap.String("error", err.Error()))
-			continue
-		}
-		wg.Go(func() {
-			for p.Role().Leading && ctx.Err() == nil {
-				select {
-				case <-ctx.Done():
-				case <-time.After(n.cfg.Timing.RTT):
-				}
-			}
-		})
+		wg.Go(func() { n.handOff(ctx, p, targets) })
 	}
 	wg.Wait()
 	left := 0
@@ -130,6 +118,28 @@ func (n *Node) TransferLeaderships(ctx context.Context) int {
 		}
 	}
 	return left
+}
+
+// handOff asks for p's leadership to move to targets, in turn, until p is led elsewhere or ctx
+// ends. dragonboat drops a transfer that has not completed within an election timeout, and one
+// can fail: its target may be down, or skip its campaign because it has committed entries still
+// to apply, as a loaded follower often has. So the node asks again, the next target, once a
+// transfer had that long.
+func (n *Node) handOff(ctx context.Context, p *Partition, targets []uint64) {
+	patience := n.cfg.Timing.RTT * time.Duration(n.cfg.Timing.ElectionTicks+n.cfg.Timing.HeartbeatTicks)
+	for i := 0; p.Role().Leading && ctx.Err() == nil; i++ {
+		target := targets[i%len(targets)]
+		if err := n.nh.RequestLeaderTransfer(p.shardID, target); err != nil {
+			n.logger.Debug("leadership transfer", zap.Int("state_partition", p.index), zap.Uint64("to", target), zap.String("error", err.Error()))
+		}
+		asked := time.Now()
+		for p.Role().Leading && ctx.Err() == nil && time.Since(asked) < patience {
+			select {
+			case <-ctx.Done():
+			case <-time.After(n.cfg.Timing.RTT):
+			}
+		}
+	}
 }
 
 // Leaders returns how many partitions this node leads now.

@@ -262,3 +262,34 @@ func TestLeadersAreBalanced(t *testing.T) {
 		}
 	}
 }
+
+// A stopping node hands a partition over even when the replica it tries first cannot take it:
+// dragonboat drops a transfer that did not complete within an election timeout (the target is
+// down, or skips its campaign while it applies committed entries, as a loaded follower often
+// does), so the node asks again, another replica in turn, while it still leads.
+func TestTransferLeadershipsTriesTheOtherReplicas(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.waitLeads(1, 0) // partition 0 prefers node 1; its replicas in order are 1, 2, 3
+	c.stop(2)         // the replica node 1 tries first
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	began := time.Now()
+	if left := c.nodes[1].TransferLeaderships(ctx); left != 0 {
+		t.Fatalf("node 1 still leads %d partitions after %v of handing them over", left, time.Since(began))
+	}
+	if l := c.leader(0); l.NodeID() != 3 {
+		t.Fatalf("partition 0 is led by node %d, want 3", l.NodeID())
+	}
+}
+
+// waitLeads waits until node id leads partition p.
+func (c *testCluster) waitLeads(id uint64, p int) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !c.nodes[id].Partition(p).Role().Leading {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node %d does not lead partition %d", id, p)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
