@@ -56,15 +56,15 @@ func ReplaceFile(fsys FS, dir, tmpName, name string, content []byte) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
+		return withPath("create", tmp, err)
 	}
 	if _, err = f.WriteAt(content, 0); err != nil {
-		err = fmt.Errorf("write %s: %w", tmp, err)
+		err = withPath("write", tmp, err)
 	} else if err = f.Sync(); err != nil {
-		err = fmt.Errorf("sync %s: %w", tmp, err)
+		err = withPath("sync", tmp, err)
 	}
 	if cerr := f.Close(); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("close %s: %w", tmp, cerr))
+		err = errors.Join(err, withPath("close", tmp, cerr))
 	}
 	if err != nil {
 		return err
@@ -73,7 +73,17 @@ func ReplaceFile(fsys FS, dir, tmpName, name string, content []byte) error {
 		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
 	}
 	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
+		return withPath("sync directory", dir, err)
 	}
 	return nil
+}
+
+// withPath is err as "op path: cause", unless err already names path (an *fs.PathError of the
+// operating system's file system does).
+func withPath(op, path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return err
+	}
+	return fmt.Errorf("%s %s: %w", op, path, err)
 }
