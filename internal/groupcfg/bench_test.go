@@ -53,7 +53,7 @@ func BenchmarkSnapshotLimitLookup(b *testing.B) {
 
 // storeGroups writes a store holding n groups with an override each (group-0 ... group-<n-1>)
 // into dir, as a server that stored them earlier leaves it, and returns a Manager opened on it.
-func storeGroups(b *testing.B, dir string, n int) *fixture {
+func storeGroups(b testing.TB, dir string, n int) *fixture {
 	b.Helper()
 	f := openFixture(b, dir, staticOf(b))
 	if err := f.m.Close(); err != nil {

@@ -639,3 +639,17 @@ func TestDeleteNamesThisReleaseCannotAlter(t *testing.T) {
 		t.Fatalf("g's delivery count limit = %d, want 6", got)
 	}
 }
+
+// TestIgnoredBrokerValueWarnedOnce: a stored dynamic broker value this release ignores is logged
+// when the store is opened, not again at every later change of the broker values.
+func TestIgnoredBrokerValueWarnedOnce(t *testing.T) {
+	dir := t.TempDir()
+	_ = openFixture(t, dir, staticOf(t)).m.Close()
+	rewriteStore(t, dir, func(st *storeState) { st.Broker = map[string]string{"share.coordinator.gone": "1"} })
+	f := openFixture(t, dir, staticOf(t))
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "700")))
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "800")))
+	if n := f.logs.FilterMessageSnippet("ignoring a stored dynamic broker config").Len(); n != 1 {
+		t.Fatalf("%d warnings about the ignored value, want the one at open", n)
+	}
+}

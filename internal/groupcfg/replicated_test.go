@@ -3,6 +3,7 @@ package groupcfg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -93,7 +94,7 @@ func TestReplicatedChangesReachEveryNode(t *testing.T) {
 		if n := m.Broker().state.num(keySnapshotCeiling); n != 800 {
 			t.Fatalf("node %d: broker %s = %d, want 800", i+1, keySnapshotCeiling, n)
 		}
-		if g := m.view.Load().state.Generation; g != 3 {
+		if g := m.view.Load().generation; g != 3 {
 			t.Fatalf("node %d: generation %d, want 3 (one per committed change)", i+1, g)
 		}
 	}
@@ -117,5 +118,32 @@ func TestReplicatedChangeNotCommitted(t *testing.T) {
 	bad := c.managers[0].IncrementalAlterConfigs([]AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "-5"))}, false)[0]
 	if bad.ErrorCode != kafkaerr.InvalidConfig || len(c.log) != 0 {
 		t.Fatalf("invalid value: %+v, %d changes proposed", bad, len(c.log))
+	}
+}
+
+// A committed change costs every node what it changes, not what is stored: applying a one-group
+// change allocates about as much with 20 000 groups as with none.
+func TestApplyConfigCostsWhatItChanges(t *testing.T) {
+	measure := func(stored int) uint64 {
+		c := newFakeCluster(t, 1)
+		m := c.managers[0]
+		st := &storeState{NumPartitions: 50, Generation: 1, Groups: map[string]map[string]string{}}
+		for i := range stored {
+			st.Groups[fmt.Sprintf("group-%d", i)] = map[string]string{keyDeliveryCountLimit: "7"}
+		}
+		snap, err := encodeStore(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RestoreConfig(snap); err != nil {
+			t.Fatal(err)
+		}
+		change := []byte(`{"groups":{"hot":{"share.delivery.count.limit":"4"}}}`)
+		return allocatedBy(func() { m.ApplyConfig(change) })
+	}
+	none, many := measure(0), measure(20000)
+	t.Logf("applying a one-group change allocates %d bytes with no group stored, %d with 20000", none, many)
+	if many > 2*none+16<<10 {
+		t.Fatalf("applying a one-group change allocates %d bytes with 20000 groups stored, %d with none", many, none)
 	}
 }

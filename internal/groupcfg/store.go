@@ -26,9 +26,8 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// storeState is everything the config store keeps. Values are canonical text, as validated when
-// they were set. A storeState is never modified once built: changes build a new one that shares
-// the unchanged group maps.
+// storeState is everything the config store keeps, as it is written and read back. Values are
+// canonical text, as validated when they were set.
 type storeState struct {
 	NumPartitions int                          `json:"num_partitions"`
 	Generation    uint64                       `json:"generation"`
