@@ -79,8 +79,8 @@ func checkGroupName(name string, stored bool) *alterError {
 // Kafka, DELETE of a name that nothing is stored under succeeds and changes nothing, whatever the
 // name, and DELETE drops a value stored under a name this release cannot alter.
 //
-// Validating a request and applying it to the configuration in force cost in proportion to its
-// resources, not to the groups stored.
+// Validating a request, applying it to the configuration in force and making it durable cost in
+// proportion to its resources, not to the groups stored.
 func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnly bool) []AlterResult {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -105,7 +105,7 @@ func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnl
 		return results
 	}
 	next := m.nextView(cur, &p.change, p.broker)
-	if err := m.store.write(next.storeState()); err != nil {
+	if err := m.store.commit(&storeRecord{Generation: next.generation, change: p.change}, next.storeState); err != nil {
 		m.logger.Error("config change not applied: the config store could not make it durable", zap.Error(err))
 		p.refuse(results, kafkaerr.UnknownServerError, notDurable(err))
 		return results

@@ -3,7 +3,10 @@ package groupcfg
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
+
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // allocatedBy returns the bytes fn allocates (on any goroutine: the tests of the package run
@@ -15,6 +18,35 @@ func allocatedBy(fn func()) uint64 {
 	fn()
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
+}
+
+// countingFS counts the bytes written through it.
+type countingFS struct {
+	vfs.FS
+	written atomic.Int64
+}
+
+type countingFile struct {
+	vfs.File
+	fs *countingFS
+}
+
+func (c *countingFS) Create(name string) (vfs.File, error) { return c.wrap(c.FS.Create(name)) }
+
+func (c *countingFS) OpenReadWrite(name string) (vfs.File, error) {
+	return c.wrap(c.FS.OpenReadWrite(name))
+}
+
+func (c *countingFS) wrap(f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return countingFile{File: f, fs: c}, nil
+}
+
+func (f countingFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.written.Add(int64(len(p)))
+	return f.File.WriteAt(p, off)
 }
 
 // TestAlterCostIsLinearInTheRequest: a request costs (here: allocates) in proportion to its
@@ -34,4 +66,31 @@ func TestAlterCostIsLinearInTheRequest(t *testing.T) {
 			"its cost grows faster than its size", large, small)
 	}
 	t.Logf("bytes allocated per resource: %.0f (500 resources), %.0f (8000)", small, large)
+}
+
+// TestOneGroupChangeCostsTheSame: a change of one group writes and allocates about as much with
+// 20 000 other groups stored as with none.
+func TestOneGroupChangeCostsTheSame(t *testing.T) {
+	measure := func(stored int) (allocated uint64, written int64) {
+		dir := t.TempDir()
+		_ = storeGroups(t, dir, stored).m.Close()
+		fsys := &countingFS{FS: vfs.OS()}
+		f, err := tryOpen(t, dir, staticOf(t), fsys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.mustAlter(t, groupRes("hot", set(keyDeliveryCountLimit, "3")))
+		fsys.written.Store(0)
+		allocated = allocatedBy(func() { f.mustAlter(t, groupRes("hot", set(keyDeliveryCountLimit, "4"))) })
+		return allocated, fsys.written.Load()
+	}
+	a0, w0 := measure(0)
+	a1, w1 := measure(20000)
+	t.Logf("one-group change: %d bytes allocated and %d written with no other group stored, %d and %d with 20000", a0, w0, a1, w1)
+	if w1 > 1024 || w1 > 2*w0 {
+		t.Errorf("a one-group change writes %d bytes to the store with 20000 groups stored (%d with none)", w1, w0)
+	}
+	if a1 > 2*a0+16<<10 {
+		t.Errorf("a one-group change allocates %d bytes with 20000 groups stored, %d with none", a1, a0)
+	}
 }

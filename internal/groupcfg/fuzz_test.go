@@ -2,14 +2,15 @@ package groupcfg
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
-// FuzzDecodeStore: any bytes either decode, and then re-encode to an equal state, or give a
-// *StoreError; never a panic.
+// FuzzDecodeStore: any bytes, with or without change records after the snapshot, either decode,
+// and then re-encode to an equal state, or give a *StoreError; never a panic.
 func FuzzDecodeStore(f *testing.F) {
 	good, err := encodeStore(&storeState{NumPartitions: 50, Generation: 2,
 		Broker: map[string]string{keySnapshotCeiling: "800"},
@@ -18,6 +19,13 @@ func FuzzDecodeStore(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	rec, err := encodeRecord(&storeRecord{Generation: 3, change: change{
+		Groups: map[string]map[string]string{"g": {keyDeliveryCountLimit: "8"}, "h": nil}, Broker: map[string]string{}, BrokerSet: true}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(append(slices.Clone(good), rec...))
+	f.Add(append(slices.Clone(good), rec[:len(rec)-3]...))
 	f.Add([]byte(""))
 	f.Add([]byte("coordinatord-config 1 2 00000000\n{}"))
 	f.Add(good[:len(good)/2])

@@ -20,6 +20,10 @@ type Options struct {
 	// NodeID is this node's id (--node-id). A BROKER resource named "" or NodeID in decimal
 	// addresses this node; any other broker name is refused with INVALID_REQUEST.
 	NodeID int32
+
+	// compactBytes overrides defaultCompactBytes (tests; negative: every change rewrites the
+	// store file).
+	compactBytes int64
 }
 
 // Manager owns the configuration in force: the static broker configuration, the dynamic broker
@@ -109,20 +113,49 @@ func open(logger *zap.Logger, path string, static *Static, reg prometheus.Regist
 	if err != nil {
 		return nil, fmt.Errorf("open config manager: %w", err)
 	}
-	st, state, err := openStore(fsys, path)
+	compactBytes := opts.compactBytes
+	if compactBytes == 0 {
+		compactBytes = defaultCompactBytes
+	}
+	st, loaded, err := openStore(fsys, path, compactBytes)
 	if err != nil {
 		return nil, err
 	}
+	state, err := firstState(logger, st, loaded, static)
+	if err == nil {
+		var met *metrics
+		if met, err = newMetrics(reg, sch); err == nil {
+			m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos, store: st}
+			m.warnIgnored(state)
+			v := m.newView(state)
+			m.view.Store(v)
+			m.reportClamps(nil, v, nil)
+			logger.Info("loaded the config store", zap.String("path", st.path), zap.Uint64("generation", state.Generation),
+				zap.Int("dynamic_broker_configs", len(state.Broker)), zap.Int("groups_with_overrides", len(state.Groups)))
+			return m, nil
+		}
+	}
+	st.closeFile()
+	return nil, err
+}
+
+// firstState returns the state the Manager starts from: the one loaded (checked against the
+// static partition count) or, for a new store, an empty one recorded with that count.
+func firstState(logger *zap.Logger, st *store, loaded *loadedStore, static *Static) (*storeState, error) {
 	numPartitions := int(static.state.num(keyNumPartitions))
-	if state == nil {
-		state = &storeState{NumPartitions: numPartitions, Generation: 1}
+	if loaded == nil {
+		state := &storeState{NumPartitions: numPartitions, Generation: 1, Broker: map[string]string{},
+			Groups: map[string]map[string]string{}}
 		if err := st.writeFirst(state); err != nil {
 			return nil, fmt.Errorf("record %s=%d in %s: %w", keyNumPartitions, numPartitions, st.path, err)
 		}
 		logger.Info("created the config store", zap.String("path", st.path), zap.Int(keyNumPartitions, numPartitions))
-	} else if state.NumPartitions != numPartitions {
+		return state, nil
+	}
+	state := loaded.state
+	if state.NumPartitions != numPartitions {
 		// A configuration problem like those of LoadStatic (and reported the same way).
-		i := sch.index[keyNumPartitions]
+		i := static.state.schema.index[keyNumPartitions]
 		return nil, &StaticError{Problems: []Problem{{
 			Key: keyNumPartitions, Value: fmtInt(int64(numPartitions)), Source: static.state.origin[i], kind: problemRelation,
 			Message: fmt.Sprintf("%s=%d differs from %d, the value recorded in %s on first start: changing it would route "+
@@ -130,29 +163,21 @@ func open(logger *zap.Logger, path string, static *Static, reg prometheus.Regist
 				keyNumPartitions, numPartitions, state.NumPartitions, st.path, keyNumPartitions, state.NumPartitions, numPartitions),
 		}}}
 	}
-	if state.Broker == nil {
-		state.Broker = map[string]string{}
+	switch {
+	case loaded.version == legacyVersion:
+		logger.Info("converted the config store to the current format", zap.String("path", st.path),
+			zap.Int("from_version", legacyVersion), zap.Int("to_version", storeVersion))
+	case loaded.torn > 0:
+		logger.Warn("dropped an unfinished change at the end of the config store: a change whose write a crash "+
+			"interrupted, never acknowledged", zap.String("path", st.path), zap.Int64("offset", loaded.end),
+			zap.Int64("bytes", loaded.torn))
 	}
-	if state.Groups == nil {
-		state.Groups = map[string]map[string]string{}
-	}
-	met, err := newMetrics(reg, sch)
-	if err != nil {
-		return nil, err
-	}
-	m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos, store: st}
-	m.warnIgnored(state)
-	v := m.newView(state)
-	m.view.Store(v)
-	m.reportClamps(nil, v, nil)
-	logger.Info("loaded the config store", zap.String("path", st.path), zap.Uint64("generation", state.Generation),
-		zap.Int("dynamic_broker_configs", len(state.Broker)), zap.Int("groups_with_overrides", len(state.Groups)))
-	return m, nil
+	return state, nil
 }
 
-// Close stops admin changes (later IncrementalAlterConfigs calls fail) and unregisters the
-// metrics. Lookups, Broker, Effective and DescribeConfigs keep answering from the last state.
-// Idempotent.
+// Close stops admin changes (later IncrementalAlterConfigs calls fail), closes the config store
+// and unregisters the metrics. Lookups, Broker, Effective and DescribeConfigs keep answering from
+// the last state. Idempotent.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -160,6 +185,9 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
+	if m.store != nil {
+		m.store.closeFile()
+	}
 	m.metrics.unregister()
 	return nil
 }
