@@ -35,7 +35,7 @@ func TestConfigIsReplicated(t *testing.T) {
 	})
 	alter := func(id uint64, group, value string) {
 		t.Helper()
-		r := managers[id].IncrementalAlterConfigs([]groupcfg.AlterResource{{Type: groupcfg.ResourceGroup, Name: group,
+		r := managers[id].IncrementalAlterConfigs(context.Background(), []groupcfg.AlterResource{{Type: groupcfg.ResourceGroup, Name: group,
 			Configs: []groupcfg.AlterConfig{{Name: "share.delivery.count.limit", Op: groupcfg.OpSet, Value: &value}}}}, false)[0]
 		if r.ErrorCode != kafkaerr.None {
 			t.Fatalf("alter on node %d: %s %s", id, r.ErrorCode, r.ErrorMessage)

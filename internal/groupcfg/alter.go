@@ -1,6 +1,7 @@
 package groupcfg
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -79,23 +80,34 @@ func checkGroupName(name string, stored bool) *alterError {
 // Kafka, DELETE of a name that nothing is stored under succeeds and changes nothing, whatever the
 // name, and DELETE drops a value stored under a name this release cannot alter.
 //
-// Validating a request, applying it to the configuration in force and making it durable cost in
-// proportion to its resources, not to the groups stored.
-func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnly bool) []AlterResult {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// Changes are applied one request at a time; a request waits for the one before it only until
+// ctx is done. A request whose ctx is done before its changes are applied (made durable, or
+// proposed to the cluster) changes nothing: its resources get REQUEST_TIMED_OUT. The cost of a
+// request grows with its resources, not with the groups stored.
+func (m *Manager) IncrementalAlterConfigs(ctx context.Context, resources []AlterResource, validateOnly bool) []AlterResult {
 	results := make([]AlterResult, len(resources))
 	for i, r := range resources {
 		results[i] = AlterResult{Type: r.Type, Name: r.Name}
 	}
+	if err := m.lockAdmin(ctx); err != nil {
+		for i := range results {
+			results[i].ErrorCode, results[i].ErrorMessage = kafkaerr.RequestTimedOut, notApplied(err)
+		}
+		return results
+	}
+	defer m.unlockAdmin()
 	cur := m.view.Load()
 	p := m.plan(cur, resources, results)
 	if validateOnly || p.empty() {
 		return results
 	}
+	if err := ctx.Err(); err != nil {
+		p.refuse(results, kafkaerr.RequestTimedOut, notApplied(err))
+		return results
+	}
 	if m.repl != nil {
 		// Every node applies the change once it is committed, this one before commit returns.
-		if err := m.commit(&p.change); err != nil {
+		if err := m.commit(ctx, &p.change); err != nil {
 			m.logger.Error("config change not applied: the cluster did not commit it", zap.Error(err))
 			p.refuse(results, kafkaerr.UnknownServerError, "The change was not committed by the cluster ("+err.Error()+
 				"); it may still be applied: describe the configs to see whether it was.")
@@ -113,6 +125,31 @@ func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnl
 	m.publish(cur, next, &p.change)
 	m.logger.Info("config store updated", zap.Uint64("generation", next.generation), zap.Strings("changes", p.logged))
 	return results
+}
+
+// lockAdmin takes the admin lock, waiting at most until ctx is done.
+func (m *Manager) lockAdmin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case m.admin <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *Manager) unlockAdmin() { <-m.admin }
+
+// notApplied is the answer to the resources of a request whose context ended (err) before its
+// changes were applied.
+func notApplied(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "the request was cancelled before its changes were applied; nothing was changed"
+	}
+	return "the request's deadline passed before its changes were applied; nothing was changed: send it again " +
+		"with a later deadline, or split it into smaller requests"
 }
 
 // alterPlan is what the accepted resources of a request change.

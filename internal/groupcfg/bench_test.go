@@ -1,6 +1,7 @@
 package groupcfg
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -18,7 +19,7 @@ func BenchmarkSnapshotLimitLookup(b *testing.B) {
 			ids[i] = fmt.Sprintf("group-%d", i)
 			resources[i] = groupRes(ids[i], set(keyGroupSnapshotLimit, "300"))
 		}
-		for _, res := range f.m.IncrementalAlterConfigs(resources, false) {
+		for _, res := range f.m.IncrementalAlterConfigs(context.Background(), resources, false) {
 			if res.ErrorCode != kafkaerr.None {
 				b.Fatal(res.ErrorMessage)
 			}
@@ -73,7 +74,7 @@ func storeGroups(b testing.TB, dir string, n int) *fixture {
 // mustAlterAll applies resources and fails unless every one succeeds.
 func mustAlterAll(tb testing.TB, m *Manager, resources []AlterResource) {
 	tb.Helper()
-	for _, res := range m.IncrementalAlterConfigs(resources, false) {
+	for _, res := range m.IncrementalAlterConfigs(context.Background(), resources, false) {
 		if res.ErrorCode != kafkaerr.None {
 			tb.Fatalf("alter %s %q: %s %s", res.Type, res.Name, res.ErrorCode, res.ErrorMessage)
 		}

@@ -2,6 +2,7 @@ package groupcfg
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -69,7 +70,7 @@ func runCrashChild(dir string) int {
 		return 1
 	}
 	for i := start + 1; ; i++ {
-		for _, res := range m.IncrementalAlterConfigs(generationUpdate(i), false) {
+		for _, res := range m.IncrementalAlterConfigs(context.Background(), generationUpdate(i), false) {
 			if res.ErrorCode != kafkaerr.None {
 				fmt.Println("error", res.ErrorMessage)
 				return 1
@@ -192,13 +193,13 @@ func crashAtEveryStep(t *testing.T, opts Options) {
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
-		for _, res := range f.m.IncrementalAlterConfigs(generationUpdate(1), false) {
+		for _, res := range f.m.IncrementalAlterConfigs(context.Background(), generationUpdate(1), false) {
 			if res.ErrorCode != kafkaerr.None {
 				t.Fatalf("first update: %s", res.ErrorMessage)
 			}
 		}
 		fsys.SetInjector(dieAt(step))
-		results := f.m.IncrementalAlterConfigs(generationUpdate(2), false)
+		results := f.m.IncrementalAlterConfigs(context.Background(), generationUpdate(2), false)
 		acked := results[0].ErrorCode == kafkaerr.None && results[1].ErrorCode == kafkaerr.None
 		if results[0].ErrorCode != results[1].ErrorCode {
 			t.Fatalf("step %d: one request, different outcomes: %+v", step, results)

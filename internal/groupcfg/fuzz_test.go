@@ -1,6 +1,7 @@
 package groupcfg
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"strings"
@@ -72,7 +73,7 @@ func FuzzGroupAlter(f *testing.F) {
 	f.Add("", keyIsolationLevel, "read_committed", uint8(OpDelete))
 	f.Add("g", keyGroupSnapshotLimit, "1e3", uint8(OpAppend))
 	f.Fuzz(func(t *testing.T, group, key, val string, op uint8) {
-		res := fx.m.IncrementalAlterConfigs([]AlterResource{groupRes(group, AlterConfig{Name: key, Op: Operation(op), Value: &val})}, true)[0]
+		res := fx.m.IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes(group, AlterConfig{Name: key, Op: Operation(op), Value: &val})}, true)[0]
 		switch res.ErrorCode {
 		case kafkaerr.None:
 		case kafkaerr.InvalidConfig, kafkaerr.InvalidRequest:

@@ -1,6 +1,7 @@
 package groupcfg
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -127,7 +128,7 @@ func tryOpenWith(t testing.TB, dir string, st *Static, fsys vfs.FS, opts Options
 
 // alter applies one resource and returns its result.
 func (f *fixture) alter(r AlterResource) AlterResult {
-	return f.m.IncrementalAlterConfigs([]AlterResource{r}, false)[0]
+	return f.m.IncrementalAlterConfigs(context.Background(), []AlterResource{r}, false)[0]
 }
 
 // mustAlter applies one resource and fails the test unless it succeeds.

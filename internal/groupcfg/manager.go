@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +40,10 @@ type Manager struct {
 	// view is what lookups and DescribeConfigs read; each change publishes a new one.
 	view atomic.Pointer[view]
 
-	mu     sync.Mutex   // serializes admin changes, the store and closed
+	// admin is held (a token in it) while an admin change runs, and serializes changes, the
+	// store and closed. It is a channel so that a request can stop waiting when its deadline
+	// passes.
+	admin  chan struct{}
 	store  *store       // a single node's; nil in a cluster
 	repl   *replication // a cluster's; nil on a single node
 	closed bool
@@ -125,7 +127,8 @@ func open(logger *zap.Logger, path string, static *Static, reg prometheus.Regist
 	if err == nil {
 		var met *metrics
 		if met, err = newMetrics(reg, sch); err == nil {
-			m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos, store: st}
+			m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos,
+				admin: make(chan struct{}, 1), store: st}
 			m.warnIgnored(state)
 			v := m.newView(state)
 			m.view.Store(v)
@@ -179,8 +182,8 @@ func firstState(logger *zap.Logger, st *store, loaded *loadedStore, static *Stat
 // and unregisters the metrics. Lookups, Broker, Effective and DescribeConfigs keep answering from
 // the last state. Idempotent.
 func (m *Manager) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.admin <- struct{}{}
+	defer func() { <-m.admin }()
 	if m.closed {
 		return nil
 	}

@@ -53,7 +53,7 @@ func OpenReplicated(logger *zap.Logger, static *Static, reg prometheus.Registere
 		return nil, err
 	}
 	m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos,
-		repl: &replication{propose: propose, timeout: DefaultProposeTimeout}}
+		admin: make(chan struct{}, 1), repl: &replication{propose: propose, timeout: DefaultProposeTimeout}}
 	v := m.newView(&storeState{NumPartitions: int(static.state.num(keyNumPartitions))})
 	m.view.Store(v)
 	m.reportClamps(nil, v, nil)
@@ -69,13 +69,13 @@ type change struct {
 	BrokerSet bool                         `json:"broker_set,omitempty"`
 }
 
-// commit commits c to the cluster.
-func (m *Manager) commit(c *change) error {
+// commit commits c to the cluster, waiting at most until ctx is done or the propose timeout.
+func (m *Manager) commit(ctx context.Context, c *change) error {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.repl.timeout)
+	ctx, cancel := context.WithTimeout(ctx, m.repl.timeout)
 	defer cancel()
 	return m.repl.propose(ctx, data)
 }

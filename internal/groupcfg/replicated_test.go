@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 
@@ -17,12 +18,14 @@ type fakeCluster struct {
 	mu       sync.Mutex
 	managers []*Manager
 	log      [][]byte
-	refuse   error // when set, proposals fail
+	refuse   error     // when set, proposals fail
+	deadline time.Time // the deadline of the last proposal
 }
 
-func (c *fakeCluster) propose(_ context.Context, change []byte) error {
+func (c *fakeCluster) propose(ctx context.Context, change []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.deadline, _ = ctx.Deadline()
 	if c.refuse != nil {
 		return c.refuse
 	}
@@ -58,10 +61,10 @@ func describeGroup(t *testing.T, m *Manager, group, key string) DescribedConfig 
 // values alike, and a node that joins later catches up from a snapshot.
 func TestReplicatedChangesReachEveryNode(t *testing.T) {
 	c := newFakeCluster(t, 3)
-	if r := c.managers[0].IncrementalAlterConfigs([]AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "7"))}, false)[0]; r.ErrorCode != kafkaerr.None {
+	if r := c.managers[0].IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "7"))}, false)[0]; r.ErrorCode != kafkaerr.None {
 		t.Fatalf("alter: %+v", r)
 	}
-	if r := c.managers[1].IncrementalAlterConfigs([]AlterResource{brokerRes(set(keySnapshotCeiling, "800"))}, false)[0]; r.ErrorCode != kafkaerr.None {
+	if r := c.managers[1].IncrementalAlterConfigs(context.Background(), []AlterResource{brokerRes(set(keySnapshotCeiling, "800"))}, false)[0]; r.ErrorCode != kafkaerr.None {
 		t.Fatalf("alter broker: %+v", r)
 	}
 	for i, m := range c.managers {
@@ -73,7 +76,7 @@ func TestReplicatedChangesReachEveryNode(t *testing.T) {
 		}
 	}
 	// Removing the override removes it everywhere.
-	if r := c.managers[2].IncrementalAlterConfigs([]AlterResource{groupRes("g1", del(keyDeliveryCountLimit))}, false)[0]; r.ErrorCode != kafkaerr.None {
+	if r := c.managers[2].IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g1", del(keyDeliveryCountLimit))}, false)[0]; r.ErrorCode != kafkaerr.None {
 		t.Fatalf("delete: %+v", r)
 	}
 	snap, err := c.managers[0].ConfigSnapshot()
@@ -104,7 +107,7 @@ func TestReplicatedChangesReachEveryNode(t *testing.T) {
 func TestReplicatedChangeNotCommitted(t *testing.T) {
 	c := newFakeCluster(t, 2)
 	c.refuse = errors.New("no leader")
-	r := c.managers[0].IncrementalAlterConfigs([]AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "7"))}, false)[0]
+	r := c.managers[0].IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "7"))}, false)[0]
 	if r.ErrorCode != kafkaerr.UnknownServerError || r.ErrorMessage == "" {
 		t.Fatalf("alter without a commit: %+v", r)
 	}
@@ -115,7 +118,7 @@ func TestReplicatedChangeNotCommitted(t *testing.T) {
 	}
 	// Validation still happens on the node that is asked, before anything is proposed.
 	c.refuse = nil
-	bad := c.managers[0].IncrementalAlterConfigs([]AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "-5"))}, false)[0]
+	bad := c.managers[0].IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "-5"))}, false)[0]
 	if bad.ErrorCode != kafkaerr.InvalidConfig || len(c.log) != 0 {
 		t.Fatalf("invalid value: %+v, %d changes proposed", bad, len(c.log))
 	}

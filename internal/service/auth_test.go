@@ -43,7 +43,7 @@ func (stubPartition) ReadSummary(context.Context, shard.SummaryRequest) shard.Su
 // stubConfigs answers every resource with success.
 type stubConfigs struct{}
 
-func (stubConfigs) IncrementalAlterConfigs(rs []groupcfg.AlterResource, _ bool) []groupcfg.AlterResult {
+func (stubConfigs) IncrementalAlterConfigs(_ context.Context, rs []groupcfg.AlterResource, _ bool) []groupcfg.AlterResult {
 	out := make([]groupcfg.AlterResult, len(rs))
 	for i, r := range rs {
 		out[i] = groupcfg.AlterResult{Type: r.Type, Name: r.Name}

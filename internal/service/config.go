@@ -9,7 +9,8 @@ import (
 
 // ConfigStore is the configuration the admin RPCs act on. *groupcfg.Manager implements it.
 type ConfigStore interface {
-	IncrementalAlterConfigs(resources []groupcfg.AlterResource, validateOnly bool) []groupcfg.AlterResult
+	// IncrementalAlterConfigs applies the changes unless ctx is done before they are applied.
+	IncrementalAlterConfigs(ctx context.Context, resources []groupcfg.AlterResource, validateOnly bool) []groupcfg.AlterResult
 	DescribeConfigs(resources []groupcfg.DescribeResource, includeSynonyms, includeDocumentation bool) []groupcfg.DescribeResult
 }
 
@@ -27,8 +28,8 @@ func NewConfigServer(store ConfigStore) *ConfigServer {
 }
 
 // IncrementalAlterConfigs implements the IncrementalAlterConfigs RPC. The store logs every change
-// it makes durable.
-func (s *ConfigServer) IncrementalAlterConfigs(_ context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
+// it makes durable; a change whose deadline (the RPC's) passes before it is applied is refused.
+func (s *ConfigServer) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
 	in := make([]groupcfg.AlterResource, len(req.GetResources()))
 	for i, r := range req.GetResources() {
 		res := groupcfg.AlterResource{Type: groupcfg.ResourceType(r.GetResourceType()), Name: r.GetResourceName()}
@@ -41,7 +42,7 @@ func (s *ConfigServer) IncrementalAlterConfigs(_ context.Context, req *pb.Increm
 		}
 		in[i] = res
 	}
-	results := s.store.IncrementalAlterConfigs(in, req.GetValidateOnly())
+	results := s.store.IncrementalAlterConfigs(ctx, in, req.GetValidateOnly())
 	out := &pb.IncrementalAlterConfigsResponse{Responses: make([]*pb.AlterConfigsResourceResponse, len(results))}
 	for i, r := range results {
 		out.Responses[i] = &pb.AlterConfigsResourceResponse{

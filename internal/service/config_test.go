@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,4 +203,25 @@ func deliveryCountLimit(t *testing.T, ts *testServer, group string) int {
 		t.Fatalf("%s of group %s: %v", key, group, err)
 	}
 	return n
+}
+
+// TestAlterPassesTheRequestContext: the handler hands the RPC's context to the configuration, so
+// that a request whose context ended before its change is applied is refused, per resource, and
+// not applied.
+func TestAlterPassesTheRequestContext(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	resp, err := NewConfigServer(ts.cfg).IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{Resources: []*pb.AlterConfigsResource{
+		alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g", pb.ConfigOperation_CONFIG_OPERATION_SET, "share.delivery.count.limit", proto.String("4")),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetResponses()[0]; r.GetErrorCode() != pb.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT || !strings.Contains(r.GetErrorMessage(), "nothing was changed") {
+		t.Fatalf("alter with a cancelled context: %v", r)
+	}
+	if got := deliveryCountLimit(t, ts, "g"); got != 5 {
+		t.Fatalf("delivery count limit = %d after a refused change, want the default 5", got)
+	}
 }
