@@ -113,7 +113,7 @@ func (m *Manager) IncrementalAlterConfigs(ctx context.Context, resources []Alter
 				"); it may still be applied: describe the configs to see whether it was.")
 			return results
 		}
-		m.logger.Info("config change committed", zap.Strings("changes", p.logged))
+		m.logger.Info("config change committed", p.logFields()...)
 		return results
 	}
 	next := m.nextView(cur, &p.change, p.broker)
@@ -123,7 +123,7 @@ func (m *Manager) IncrementalAlterConfigs(ctx context.Context, resources []Alter
 		return results
 	}
 	m.publish(cur, next, &p.change)
-	m.logger.Info("config store updated", zap.Uint64("generation", next.generation), zap.Strings("changes", p.logged))
+	m.logger.Info("config store updated", append([]zap.Field{zap.Uint64("generation", next.generation)}, p.logFields()...)...)
 	return results
 }
 
@@ -157,8 +157,15 @@ type alterPlan struct {
 	change   change
 	broker   *brokerState // the broker values in force after the change
 	accepted []int        // the accepted resources, by request position
-	logged   []string     // their changes, for the log
+	logged   []string     // the changes of the first of them, for the log
 }
+
+// loggedChanges is how many resources the log line of a change describes; loggedChangeBytes
+// bounds each description.
+const (
+	loggedChanges     = 5
+	loggedChangeBytes = 256
+)
 
 func (p *alterPlan) empty() bool { return len(p.change.Groups) == 0 && !p.change.BrokerSet }
 
@@ -167,6 +174,12 @@ func (p *alterPlan) refuse(results []AlterResult, code kafkaerr.Code, msg string
 	for _, i := range p.accepted {
 		results[i].ErrorCode, results[i].ErrorMessage = code, msg
 	}
+}
+
+// logFields describe the change for its log line: how many resources it changes and the first
+// few changes, so that the line stays short whatever the request's size.
+func (p *alterPlan) logFields() []zap.Field {
+	return []zap.Field{zap.Int("resources", len(p.accepted)), zap.Strings("first_changes", p.logged)}
 }
 
 // plan validates resources against the view cur, fills in the results of the refused ones and
@@ -217,9 +230,23 @@ func (m *Manager) plan(cur *view, resources []AlterResource, results []AlterResu
 			continue
 		}
 		p.accepted = append(p.accepted, i)
-		p.logged = append(p.logged, r.Type.String()+" "+show(nil, r.Name)+": "+describeChanges(m.sch, r))
+		if len(p.logged) < loggedChanges {
+			p.logged = append(p.logged, truncateForLog(r.Type.String()+" "+show(nil, r.Name)+": "+describeChanges(m.sch, r)))
+		}
 	}
 	return p
+}
+
+// truncateForLog cuts s to loggedChangeBytes, on a character boundary, marking the cut.
+func truncateForLog(s string) string {
+	if len(s) <= loggedChangeBytes {
+		return s
+	}
+	cut := loggedChangeBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // resourceID identifies a resource for duplicate detection: the BROKER names of this node are

@@ -1,10 +1,16 @@
 package groupcfg
 
 import (
+	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/coordinatord/coordinatord/internal/vfs"
 )
@@ -93,4 +99,56 @@ func TestOneGroupChangeCostsTheSame(t *testing.T) {
 	if a1 > 2*a0+16<<10 {
 		t.Errorf("a one-group change allocates %d bytes with 20000 groups stored, %d with none", a1, a0)
 	}
+}
+
+// TestLogLinesStayShort: the log lines of a large request, with long names and values, stay
+// within a few KiB, on a single node and in a cluster: they count the changes and name the first
+// few.
+func TestLogLinesStayShort(t *testing.T) {
+	request := []AlterResource{groupRes(strings.Repeat("g", maxGroupIDBytes), set(keyDeadLetterTopicName, strings.Repeat("t", 249)))}
+	for i := range 5000 {
+		request = append(request, groupRes(fmt.Sprintf("group-%d", i), set(keyDeliveryCountLimit, "7"), set(keyDeadLetterTopicName, "dlq")))
+	}
+	enc := zapcore.NewJSONEncoder(zapcore.EncoderConfig{MessageKey: "msg", LevelKey: "level", TimeKey: "ts",
+		EncodeLevel: zapcore.LowercaseLevelEncoder, EncodeTime: zapcore.ISO8601TimeEncoder})
+	check := func(logs *observer.ObservedLogs, message, count string, want int64) {
+		t.Helper()
+		found := false
+		for _, e := range logs.All() {
+			buf, err := enc.EncodeEntry(e.Entry, e.Context)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if buf.Len() > 4096 {
+				t.Errorf("a log line of %d bytes: %.300s...", buf.Len(), buf.String())
+			}
+			buf.Free()
+			if e.Message == message {
+				found = true
+				if n := e.ContextMap()[count]; n != want {
+					t.Errorf("%q counts %v %s, want %d", message, n, count, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no %q log", message)
+		}
+	}
+
+	f := openFixture(t, t.TempDir(), staticOf(t))
+	mustAlterAll(t, f.m, request)
+	check(f.logs, "config store updated", "resources", 5001)
+
+	core, logs := observer.New(zapcore.InfoLevel)
+	var m *Manager
+	m, err := OpenReplicated(zap.New(core), staticOf(t), nil, Options{NodeID: 1}, func(_ context.Context, change []byte) error {
+		m.ApplyConfig(change)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAlterAll(t, m, request)
+	check(logs, "config change committed", "resources", 5001)
+	check(logs, "configuration change applied", "groups", 5001)
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,8 +97,18 @@ func (m *Manager) ApplyConfig(data []byte) []byte {
 	next := m.nextView(cur, &c, nil)
 	m.publish(cur, next, &c)
 	m.logger.Info("configuration change applied", zap.Uint64("generation", next.generation),
-		zap.Int("groups", len(c.Groups)), zap.Bool("broker", c.BrokerSet))
+		zap.Int("groups", len(c.Groups)), zap.Strings("first_groups", firstGroups(c.Groups)), zap.Bool("broker", c.BrokerSet))
 	return nil
+}
+
+// firstGroups returns the first few group ids of a change in name order, for its log line.
+func firstGroups(groups map[string]map[string]string) []string {
+	ids := slices.Sorted(maps.Keys(groups))
+	first := make([]string, 0, min(len(ids), loggedChanges))
+	for _, id := range ids[:cap(first)] {
+		first = append(first, truncateForLog(show(nil, id)))
+	}
+	return first
 }
 
 // ConfigSnapshot returns the whole dynamic configuration, in the config store's format.
