@@ -3,6 +3,9 @@ package service
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
@@ -20,16 +23,28 @@ type ConfigServer struct {
 	pb.UnimplementedConfigServiceServer
 
 	store ConfigStore
+	opts  ConfigOptions
+}
+
+// ConfigOptions configures a ConfigServer.
+type ConfigOptions struct {
+	// MaxResourcesPerRequest bounds the resources one IncrementalAlterConfigs request may
+	// change (0 = no bound).
+	MaxResourcesPerRequest int
 }
 
 // NewConfigServer returns a ConfigServer on store.
-func NewConfigServer(store ConfigStore) *ConfigServer {
-	return &ConfigServer{store: store}
+func NewConfigServer(store ConfigStore, opts ConfigOptions) *ConfigServer {
+	return &ConfigServer{store: store, opts: opts}
 }
 
 // IncrementalAlterConfigs implements the IncrementalAlterConfigs RPC. The store logs every change
 // it makes durable; a change whose deadline (the RPC's) passes before it is applied is refused.
 func (s *ConfigServer) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
+	if n, limit := len(req.GetResources()), s.opts.MaxResourcesPerRequest; limit > 0 && n > limit {
+		return nil, status.Errorf(codes.InvalidArgument, "the request alters %d resources; at most %d are allowed per "+
+			"request (max.alter.config.resources.per.request): split it", n, limit)
+	}
 	in := make([]groupcfg.AlterResource, len(req.GetResources()))
 	for i, r := range req.GetResources() {
 		res := groupcfg.AlterResource{Type: groupcfg.ResourceType(r.GetResourceType()), Name: r.GetResourceName()}
