@@ -111,16 +111,21 @@ func firstGroups(groups map[string]map[string]string) []string {
 	return first
 }
 
-// ConfigSnapshot returns the whole dynamic configuration, in the config store's format.
+// ConfigSnapshot returns the whole dynamic configuration as JSON, the body of a config store
+// snapshot: the cluster's metadata snapshot embeds it as JSON.
 func (m *Manager) ConfigSnapshot() ([]byte, error) {
-	return encodeStore(m.view.Load().storeState())
+	data, err := json.Marshal(m.view.Load().storeState())
+	if err != nil {
+		return nil, fmt.Errorf("encode the configuration snapshot: %w", err)
+	}
+	return data, nil
 }
 
 // RestoreConfig replaces the dynamic configuration with a ConfigSnapshot's.
 func (m *Manager) RestoreConfig(data []byte) error {
-	st, err := decodeStore("the cluster's configuration snapshot", data)
+	st, err := decodeSnapshot(data)
 	if err != nil {
-		return err
+		return fmt.Errorf("the cluster's configuration snapshot: %w", err)
 	}
 	m.repl.apply.Lock()
 	defer m.repl.apply.Unlock()

@@ -2,6 +2,7 @@ package groupcfg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -134,7 +135,7 @@ func TestApplyConfigCostsWhatItChanges(t *testing.T) {
 		for i := range stored {
 			st.Groups[fmt.Sprintf("group-%d", i)] = map[string]string{keyDeliveryCountLimit: "7"}
 		}
-		snap, err := encodeStore(st)
+		snap, err := json.Marshal(st)
 		if err != nil {
 			t.Fatal(err)
 		}
