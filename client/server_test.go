@@ -50,7 +50,7 @@ func startServer(t *testing.T, partitions int) string {
 		t.Fatal(err)
 	}
 	state := service.NewStateServer(parts, service.StateOptions{NodeID: 1, Host: "127.0.0.1", Port: int32(lis.Addr().(*net.TCPAddr).Port)})
-	srv := service.NewServer(logger, state, service.NewConfigServer(cfg), service.ServerOptions{})
+	srv := service.NewServer(logger, state, service.NewConfigServer(cfg, service.ConfigOptions{}), service.ServerOptions{})
 	served := make(chan error, 1)
 	go func() { served <- srv.GRPC.Serve(lis) }()
 	t.Cleanup(func() { // runs first: the server stops before what it serves closes

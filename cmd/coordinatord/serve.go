@@ -204,7 +204,8 @@ func newGRPCServer(logger *zap.Logger, b *backend, sec *security, reg prometheus
 		SendTimeout:             ms(broker.SendTimeoutMs()),
 		Conns:                   conns,
 	})
-	return service.NewServer(logger, state, service.NewConfigServer(b.cfg), service.ServerOptions{
+	configs := service.NewConfigServer(b.cfg, service.ConfigOptions{MaxResourcesPerRequest: broker.MaxAlterConfigResourcesPerRequest()})
+	return service.NewServer(logger, state, configs, service.ServerOptions{
 		Registerer:           reg,
 		MaxRecvMsgBytes:      broker.GRPCMaxRecvMessageBytes(),
 		MaxConcurrentStreams: uint32(broker.GRPCMaxConcurrentStreams()),

@@ -6,8 +6,9 @@
 //	<data-dir>/
 //	|-- LOCK                             flock held while a server runs on the directory
 //	|-- config/
-//	|   |-- store                        the config store (format: package groupcfg)
-//	|   `-- store.tmp                    an update of the store in progress
+//	|   |-- store                        the config store: a snapshot and the changes since
+//	|   |                                (format: package groupcfg)
+//	|   `-- store.tmp                    a rewrite of the store in progress
 //	|-- __share_group_state-0/           state partition 0's log (format: package statelog)
 //	|   |-- 00000000000000000000-0000000000000001.seg
 //	|   |-- start-offset

@@ -20,8 +20,9 @@ func PartitionDir(dataDir string, p int) string {
 	return filepath.Join(dataDir, PartitionPrefix+strconv.Itoa(p))
 }
 
-// ConfigStore returns the file of the config store in dataDir (its format: package groupcfg). An
-// update of the store is written next to it first, as the same name with .tmp appended.
+// ConfigStore returns the file of the config store in dataDir (its format: package groupcfg).
+// Changes are appended to it; a rewrite of the whole store is written next to it first, as the
+// same name with .tmp appended.
 func ConfigStore(dataDir string) string {
 	return filepath.Join(dataDir, "config", "store")
 }

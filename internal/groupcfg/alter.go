@@ -1,6 +1,7 @@
 package groupcfg
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -78,50 +79,148 @@ func checkGroupName(name string, stored bool) *alterError {
 // nothing changes in this process. validateOnly checks everything and stores nothing. As in
 // Kafka, DELETE of a name that nothing is stored under succeeds and changes nothing, whatever the
 // name, and DELETE drops a value stored under a name this release cannot alter.
-func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnly bool) []AlterResult {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+//
+// Changes are applied one request at a time; a request waits for the one before it only until
+// ctx is done. A request whose ctx is done before its changes are applied (made durable, or
+// proposed to the cluster) changes nothing: its resources get REQUEST_TIMED_OUT. The cost of a
+// request grows with its resources, not with the groups stored.
+func (m *Manager) IncrementalAlterConfigs(ctx context.Context, resources []AlterResource, validateOnly bool) []AlterResult {
 	results := make([]AlterResult, len(resources))
-	cur := m.view.Load()
-	state, broker := cur.state, cur.broker
-	changedGroups := map[string]bool{}
-	var accepted []int
-	var changes []string
-	seen := map[string]int{}
-	spellings := map[string]map[string]bool{} // resource id → the names it was given by
 	for i, r := range resources {
 		results[i] = AlterResult{Type: r.Type, Name: r.Name}
-		id := m.resourceID(r.Type, r.Name)
-		seen[id]++
-		if spellings[id] == nil {
-			spellings[id] = map[string]bool{}
+	}
+	if err := m.lockAdmin(ctx); err != nil {
+		for i := range results {
+			results[i].ErrorCode, results[i].ErrorMessage = kafkaerr.RequestTimedOut, notApplied(err)
 		}
-		spellings[id][r.Name] = true
+		return results
+	}
+	defer m.unlockAdmin()
+	cur := m.view.Load()
+	p := m.plan(cur, resources, results)
+	if validateOnly || p.empty() {
+		return results
+	}
+	if err := ctx.Err(); err != nil {
+		p.refuse(results, kafkaerr.RequestTimedOut, notApplied(err))
+		return results
+	}
+	if m.repl != nil {
+		// Every node applies the change once it is committed, this one before commit returns.
+		if err := m.commit(ctx, &p.change); err != nil {
+			m.logger.Error("config change not applied: the cluster did not commit it", zap.Error(err))
+			p.refuse(results, kafkaerr.UnknownServerError, "The change was not committed by the cluster ("+err.Error()+
+				"); it may still be applied: describe the configs to see whether it was.")
+			return results
+		}
+		m.logger.Info("config change committed", p.logFields()...)
+		return results
+	}
+	next := m.nextView(cur, &p.change, p.broker)
+	if err := m.store.commit(&storeRecord{Generation: next.generation, change: p.change}, next.storeState); err != nil {
+		m.logger.Error("config change not applied: the config store could not make it durable", zap.Error(err))
+		p.refuse(results, kafkaerr.UnknownServerError, notDurable(err))
+		return results
+	}
+	m.publish(cur, next, &p.change)
+	m.logger.Info("config store updated", append([]zap.Field{zap.Uint64("generation", next.generation)}, p.logFields()...)...)
+	return results
+}
+
+// lockAdmin takes the admin lock, waiting at most until ctx is done.
+func (m *Manager) lockAdmin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case m.admin <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *Manager) unlockAdmin() { <-m.admin }
+
+// notApplied is the answer to the resources of a request whose context ended (err) before its
+// changes were applied.
+func notApplied(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "the request was cancelled before its changes were applied; nothing was changed"
+	}
+	return "the request's deadline passed before its changes were applied; nothing was changed: send it again " +
+		"with a later deadline, or split it into smaller requests"
+}
+
+// alterPlan is what the accepted resources of a request change.
+type alterPlan struct {
+	change   change
+	broker   *brokerState // the broker values in force after the change
+	accepted []int        // the accepted resources, by request position
+	logged   []string     // the changes of the first of them, for the log
+}
+
+// loggedChanges is how many resources the log line of a change describes; loggedChangeBytes
+// bounds each description.
+const (
+	loggedChanges     = 5
+	loggedChangeBytes = 256
+)
+
+func (p *alterPlan) empty() bool { return len(p.change.Groups) == 0 && !p.change.BrokerSet }
+
+// refuse gives every accepted resource the error code and msg.
+func (p *alterPlan) refuse(results []AlterResult, code kafkaerr.Code, msg string) {
+	for _, i := range p.accepted {
+		results[i].ErrorCode, results[i].ErrorMessage = code, msg
+	}
+}
+
+// logFields describe the change for its log line: how many resources it changes and the first
+// few changes, so that the line stays short whatever the request's size.
+func (p *alterPlan) logFields() []zap.Field {
+	return []zap.Field{zap.Int("resources", len(p.accepted)), zap.Strings("first_changes", p.logged)}
+}
+
+// plan validates resources against the view cur, fills in the results of the refused ones and
+// returns what the accepted ones change. It costs O(resources): each resource is looked up in
+// cur, never copied with it.
+func (m *Manager) plan(cur *view, resources []AlterResource, results []AlterResult) *alterPlan {
+	p := &alterPlan{change: change{Groups: map[string]map[string]string{}}}
+	dynamic, broker := cur.dynamic, cur.broker
+	seen := make(map[string]int, len(resources))
+	brokerNames := map[string]bool{} // the names the request gives this node's BROKER resource
+	for _, r := range resources {
+		seen[m.resourceID(r.Type, r.Name)]++
+		if r.Type == ResourceBroker && m.isThisNode(r.Name) {
+			brokerNames[r.Name] = true
+		}
 	}
 	for i, r := range resources {
 		var err *alterError
+		dup := seen[m.resourceID(r.Type, r.Name)] > 1
 		switch {
 		case m.closed:
 			err = &alterError{code: kafkaerr.UnknownServerError, msg: "the config manager is closed (coordinatord is shutting down)"}
-		case seen[m.resourceID(r.Type, r.Name)] > 1 && r.Type == ResourceBroker && len(spellings[m.resourceID(r.Type, r.Name)]) > 1:
+		case dup && r.Type == ResourceBroker && m.isThisNode(r.Name) && len(brokerNames) > 1:
 			err = invalidRequest("BROKER resources \"\" and %q both name this node, and the request names it more than once; "+
 				"send its changes as one resource", strconv.Itoa(int(m.nodeID)))
-		case seen[m.resourceID(r.Type, r.Name)] > 1:
+		case dup:
 			err = invalidRequest("resource %s %s appears more than once in the request; send each resource once", r.Type, show(nil, r.Name))
 		case r.Type == ResourceGroup:
 			var next map[string]string
 			var changed bool
-			next, changed, err = m.alterGroup(r, state, broker)
+			next, changed, err = m.alterGroup(r, cur, broker)
 			if err == nil && changed {
-				state = state.withGroup(r.Name, next)
-				changedGroups[r.Name] = true
+				p.change.Groups[r.Name] = next
 			}
 		case r.Type == ResourceBroker:
 			var next *brokerState
 			var dyn map[string]string
-			next, dyn, err = m.alterBroker(r, state, broker)
+			next, dyn, err = m.alterBroker(r, dynamic, broker)
 			if err == nil && next != nil {
-				state, broker = state.withBroker(dyn), next
+				dynamic, broker = dyn, next
+				p.change.Broker, p.change.BrokerSet, p.broker = dyn, true, next
 			}
 		default:
 			err = unsupportedResource(r.Type)
@@ -130,39 +229,24 @@ func (m *Manager) IncrementalAlterConfigs(resources []AlterResource, validateOnl
 			results[i].ErrorCode, results[i].ErrorMessage = err.code, err.msg
 			continue
 		}
-		accepted = append(accepted, i)
-		changes = append(changes, r.Type.String()+" "+show(nil, r.Name)+": "+describeChanges(m.sch, r))
-	}
-	if validateOnly || state == cur.state {
-		return results
-	}
-	if m.repl != nil {
-		// Every node applies the change once it is committed, this one before commit returns.
-		if err := m.commit(cur, state, changedGroups); err != nil {
-			m.logger.Error("config change not applied: the cluster did not commit it", zap.Error(err))
-			for _, i := range accepted {
-				results[i].ErrorCode = kafkaerr.UnknownServerError
-				results[i].ErrorMessage = "The change was not committed by the cluster (" + err.Error() +
-					"); it may still be applied: describe the configs to see whether it was."
-			}
-			return results
+		p.accepted = append(p.accepted, i)
+		if len(p.logged) < loggedChanges {
+			p.logged = append(p.logged, truncateForLog(r.Type.String()+" "+show(nil, r.Name)+": "+describeChanges(m.sch, r)))
 		}
-		m.logger.Info("config change committed", zap.Strings("changes", changes))
-		return results
 	}
-	next := *state
-	next.Generation = cur.state.Generation + 1
-	if err := m.store.write(&next); err != nil {
-		m.logger.Error("config change not applied: the config store could not make it durable", zap.Error(err))
-		for _, i := range accepted {
-			results[i].ErrorCode = kafkaerr.UnknownServerError
-			results[i].ErrorMessage = notDurable(err)
-		}
-		return results
+	return p
+}
+
+// truncateForLog cuts s to loggedChangeBytes, on a character boundary, marking the cut.
+func truncateForLog(s string) string {
+	if len(s) <= loggedChangeBytes {
+		return s
 	}
-	m.view.Store(m.buildView(&next, broker, cur, changedGroups))
-	m.logger.Info("config store updated", zap.Uint64("generation", next.Generation), zap.Strings("changes", changes))
-	return results
+	cut := loggedChangeBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // resourceID identifies a resource for duplicate detection: the BROKER names of this node are
@@ -242,8 +326,12 @@ func checkOps(r AlterResource) *alterError {
 }
 
 // alterGroup validates the changes to one group and returns its resulting overrides.
-func (m *Manager) alterGroup(r AlterResource, state *storeState, b *brokerState) (map[string]string, bool, *alterError) {
-	if err := checkGroupName(r.Name, state.Groups[r.Name] != nil); err != nil {
+func (m *Manager) alterGroup(r AlterResource, cur *view, b *brokerState) (map[string]string, bool, *alterError) {
+	var old map[string]string
+	if g, ok := cur.groups.Get(r.Name); ok {
+		old = g.stored
+	}
+	if err := checkGroupName(r.Name, old != nil); err != nil {
 		return nil, false, err
 	}
 	if len(r.Name) > maxGroupIDBytes {
@@ -256,7 +344,6 @@ func (m *Manager) alterGroup(r AlterResource, state *storeState, b *brokerState)
 	if err := checkOps(r); err != nil {
 		return nil, false, err
 	}
-	old := state.Groups[r.Name]
 	next := maps.Clone(old)
 	if next == nil {
 		next = map[string]string{}
@@ -412,14 +499,14 @@ func (m *Manager) checkGroupRelations(next map[string]string, touched map[string
 
 // alterBroker validates the changes to this node's dynamic broker keys and returns the broker
 // values and stored dynamic values that result (nil when nothing changes).
-func (m *Manager) alterBroker(r AlterResource, state *storeState, b *brokerState) (*brokerState, map[string]string, *alterError) {
+func (m *Manager) alterBroker(r AlterResource, dynamic map[string]string, b *brokerState) (*brokerState, map[string]string, *alterError) {
 	if err := m.checkNode(r.Name); err != nil {
 		return nil, nil, err
 	}
 	if err := checkOps(r); err != nil {
 		return nil, nil, err
 	}
-	dyn := maps.Clone(state.Broker)
+	dyn := maps.Clone(dynamic)
 	next := b.clone()
 	for _, c := range r.Configs {
 		d, ok := m.sch.lookup(c.Name)
@@ -463,7 +550,7 @@ func (m *Manager) alterBroker(r AlterResource, state *storeState, b *brokerState
 	if problems := crossCheck(m.sch, next, valid); len(problems) > 0 {
 		return nil, nil, invalidConfig("%s", problems[0].Message)
 	}
-	if maps.Equal(dyn, state.Broker) {
+	if maps.Equal(dyn, dynamic) {
 		return nil, nil, nil
 	}
 	return next, dyn, nil
@@ -497,23 +584,4 @@ func describeChanges(sch *schema, r AlterResource) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// withGroup returns a copy of st in which group's overrides are next (none: the group is removed).
-func (st *storeState) withGroup(group string, next map[string]string) *storeState {
-	c := *st
-	c.Groups = maps.Clone(st.Groups)
-	if len(next) == 0 {
-		delete(c.Groups, group)
-	} else {
-		c.Groups[group] = next
-	}
-	return &c
-}
-
-// withBroker returns a copy of st with the stored dynamic broker values dyn.
-func (st *storeState) withBroker(dyn map[string]string) *storeState {
-	c := *st
-	c.Broker = dyn
-	return &c
 }

@@ -177,6 +177,9 @@ func (b Broker) MetricsGroupLabelMax() int { return b.intOf(keyMetricsGroupLabel
 // MaxPartitionsPerRequest is max.partitions.per.request.
 func (b Broker) MaxPartitionsPerRequest() int { return b.intOf(keyMaxPartitionsPerRequest) }
 
+// MaxAlterConfigResourcesPerRequest is max.alter.config.resources.per.request.
+func (b Broker) MaxAlterConfigResourcesPerRequest() int { return b.intOf(keyMaxAlterConfigResources) }
+
 // GRPCMaxRecvMessageBytes is grpc.max.recv.message.bytes.
 func (b Broker) GRPCMaxRecvMessageBytes() int { return b.intOf(keyGRPCMaxRecvMessageBytes) }
 

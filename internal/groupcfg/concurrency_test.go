@@ -1,6 +1,7 @@
 package groupcfg
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -55,7 +56,7 @@ func TestLookupsDuringAlters(t *testing.T) {
 		if i%2 == 1 {
 			limit, ceiling, delivery = "400", "1000", "7"
 		}
-		results := f.m.IncrementalAlterConfigs([]AlterResource{
+		results := f.m.IncrementalAlterConfigs(context.Background(), []AlterResource{
 			brokerRes(set(keySnapshotCeiling, ceiling)),
 			groupRes("g", set(keyGroupSnapshotLimit, limit), set(keyDeliveryCountLimit, delivery)),
 			groupRes(fmt.Sprintf("churn-%d", i%5), set(keyRenewAcknowledge, fmt.Sprint(i%2 == 0))),

@@ -41,6 +41,7 @@ const (
 	keyBrokerAssignorOffload      = "group.share.assignor.offload.enable"
 
 	keyMaxPartitionsPerRequest = "max.partitions.per.request"
+	keyMaxAlterConfigResources = "max.alter.config.resources.per.request"
 	keyGRPCMaxRecvMessageBytes = "grpc.max.recv.message.bytes"
 	keyGRPCMaxConcurrentStream = "grpc.max.concurrent.streams"
 	keyGRPCMaxConnections      = "grpc.max.connections"
@@ -368,6 +369,13 @@ func serverDefinitions() []Definition {
 			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
 			Doc: "The most share partitions one state RPC (Initialize, Read, Write, Delete, ReadSummary) may carry; " +
 				"larger requests are refused.",
+		},
+		{
+			Name: keyMaxAlterConfigResources, Type: TypeInt, Default: "10000", Validator: Between(1, 100000),
+			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
+			Doc: "The most resources one IncrementalAlterConfigs request may change; larger requests are refused " +
+				"(INVALID_ARGUMENT) and change nothing. Changes are applied one request at a time, so the bound also " +
+				"bounds how long a request waits for the one before it. Kafka has no such bound.",
 		},
 		{
 			Name: keyGRPCMaxRecvMessageBytes, Type: TypeInt, Default: "16777216", Validator: Between(1024, 268435456),

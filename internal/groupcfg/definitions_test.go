@@ -1,6 +1,7 @@
 package groupcfg
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"strings"
@@ -208,7 +209,7 @@ func TestEveryGroupKeyBounds(t *testing.T) {
 		}
 		for _, c := range edgeCases(t, &d, lo, hi) {
 			t.Run(d.Name+"="+c.value, func(t *testing.T) {
-				res := f.m.IncrementalAlterConfigs([]AlterResource{groupRes("g", set(d.Name, c.value))}, true)[0]
+				res := f.m.IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g", set(d.Name, c.value))}, true)[0]
 				if c.ok {
 					if res.ErrorCode != kafkaerr.None {
 						t.Fatalf("refused: %s %s", res.ErrorCode, res.ErrorMessage)
@@ -270,7 +271,7 @@ func TestParseISODuration(t *testing.T) {
 func TestDeadLetterTopicNameHugeValue(t *testing.T) {
 	f := openFixture(t, t.TempDir(), staticOf(t))
 	huge := strings.Repeat("x", 1<<20)
-	res := f.m.IncrementalAlterConfigs([]AlterResource{groupRes("g", set(keyDeadLetterTopicName, huge))}, false)[0]
+	res := f.m.IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g", set(keyDeadLetterTopicName, huge))}, false)[0]
 	if res.ErrorCode != kafkaerr.InvalidConfig {
 		t.Fatalf("got %s %q, want INVALID_CONFIG", res.ErrorCode, res.ErrorMessage)
 	}

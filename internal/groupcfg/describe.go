@@ -60,7 +60,7 @@ func (m *Manager) DescribeConfigs(resources []DescribeResource, includeSynonyms,
 		res := DescribeResult{Type: r.Type, Name: r.Name}
 		switch r.Type {
 		case ResourceGroup:
-			_, stored := v.groups[r.Name]
+			_, stored := v.groups.Get(r.Name)
 			if err := checkGroupName(r.Name, stored); err != nil {
 				res.ErrorCode, res.ErrorMessage = err.code, err.msg
 				break

@@ -2,6 +2,7 @@ package groupcfg
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -69,7 +70,7 @@ func runCrashChild(dir string) int {
 		return 1
 	}
 	for i := start + 1; ; i++ {
-		for _, res := range m.IncrementalAlterConfigs(generationUpdate(i), false) {
+		for _, res := range m.IncrementalAlterConfigs(context.Background(), generationUpdate(i), false) {
 			if res.ErrorCode != kafkaerr.None {
 				fmt.Println("error", res.ErrorMessage)
 				return 1
@@ -164,28 +165,41 @@ func dieAt(n int64) faultfs.Injector {
 }
 
 // TestCrashAtEveryStep fails the store at every filesystem operation of an update in turn, as a
-// crash there would (the process dies: nothing after the fault happens). Reopening, both as after
-// a process crash (page cache kept) and as after a power cut (only synced data kept, and with
-// torn unsynced writes), finds the old or the new update, never a mix or nothing; an
-// acknowledged update is always found.
+// crash there would (the process dies: nothing after the fault happens), both for an update that
+// appends a change record and for one that rewrites the store file. Reopening, both as after a
+// process crash (page cache kept) and as after a power cut (only synced data kept, and with torn
+// unsynced writes), finds the old or the new update, never a mix or nothing; an acknowledged
+// update is always found.
 func TestCrashAtEveryStep(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"append", Options{NodeID: 1}},
+		{"rewrite", rewriting},
+	} {
+		t.Run("update="+tc.name, func(t *testing.T) { crashAtEveryStep(t, tc.opts) })
+	}
+}
+
+func crashAtEveryStep(t *testing.T, opts Options) {
 	st := staticOf(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	sawAck, sawFailure := false, false
 	for step := int64(1); ; step++ {
 		mem := newDataFS(t)
 		fsys := faultfs.Wrap(mem, nil)
-		f, err := tryOpen(t, "/data", st, fsys)
+		f, err := tryOpenWith(t, "/data", st, fsys, opts)
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
-		for _, res := range f.m.IncrementalAlterConfigs(generationUpdate(1), false) {
+		for _, res := range f.m.IncrementalAlterConfigs(context.Background(), generationUpdate(1), false) {
 			if res.ErrorCode != kafkaerr.None {
 				t.Fatalf("first update: %s", res.ErrorMessage)
 			}
 		}
 		fsys.SetInjector(dieAt(step))
-		results := f.m.IncrementalAlterConfigs(generationUpdate(2), false)
+		results := f.m.IncrementalAlterConfigs(context.Background(), generationUpdate(2), false)
 		acked := results[0].ErrorCode == kafkaerr.None && results[1].ErrorCode == kafkaerr.None
 		if results[0].ErrorCode != results[1].ErrorCode {
 			t.Fatalf("step %d: one request, different outcomes: %+v", step, results)
@@ -237,23 +251,27 @@ func TestCrashAtEveryStep(t *testing.T) {
 
 // TestStoreFailures checks the outcome of a failing store operation for the running process: the
 // change is refused (UNKNOWN_SERVER_ERROR naming the cause), nothing changes in memory, and after
-// an fsync failure every later change is refused until a restart.
+// an fsync failure every later change is refused until a restart. The operations are those of a
+// change that rewrites the store file and of one that appends a change record to it.
 func TestStoreFailures(t *testing.T) {
 	for _, tc := range []struct {
 		op     string
 		kind   faultfs.OpKind
 		sticky bool
+		opts   Options
 	}{
-		{"create", faultfs.OpCreate, false},
-		{"write", faultfs.OpWrite, false},
-		{"close", faultfs.OpClose, false},
-		{"rename", faultfs.OpRename, false},
-		{"sync", faultfs.OpSync, true},
-		{"syncdir", faultfs.OpSyncDir, true},
+		{"create", faultfs.OpCreate, false, rewriting},
+		{"write", faultfs.OpWrite, false, rewriting},
+		{"close", faultfs.OpClose, false, rewriting},
+		{"rename", faultfs.OpRename, false, rewriting},
+		{"sync", faultfs.OpSync, true, rewriting},
+		{"syncdir", faultfs.OpSyncDir, true, rewriting},
+		{"append-write", faultfs.OpWrite, false, Options{NodeID: 1}},
+		{"append-sync", faultfs.OpSync, true, Options{NodeID: 1}},
 	} {
 		t.Run("op="+tc.op, func(t *testing.T) {
 			fsys := faultfs.Wrap(faultfs.NewCrashFS(), nil)
-			f, err := tryOpen(t, "/data", staticOf(t), fsys)
+			f, err := tryOpenWith(t, "/data", staticOf(t), fsys, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,12 +296,13 @@ func TestStoreFailures(t *testing.T) {
 	}
 }
 
-// TestUpdateAfterFailedCleanUp: an update whose write failed and whose temporary file could not
-// be removed either leaves that file behind; the next update replaces it and succeeds.
+// TestUpdateAfterFailedCleanUp: a rewrite of the store whose write failed and whose temporary
+// file could not be removed either leaves that file behind; the next update replaces it and
+// succeeds.
 func TestUpdateAfterFailedCleanUp(t *testing.T) {
 	mem := newDataFS(t)
 	fsys := faultfs.Wrap(mem, nil)
-	f, err := tryOpen(t, "/data", staticOf(t), fsys)
+	f, err := tryOpenWith(t, "/data", staticOf(t), fsys, rewriting)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,11 +355,14 @@ func TestLeftoverTempFile(t *testing.T) {
 	}
 }
 
-// TestDamagedStore corrupts the store file in every way the format detects and checks that
-// start-up stops with a *StoreError naming the file and the damage.
+// TestDamagedStore corrupts the snapshot of a store file in every way the format detects and
+// checks that start-up stops with a *StoreError naming the file and the damage.
 func TestDamagedStore(t *testing.T) {
 	base := t.TempDir()
-	f := openFixture(t, base, staticOf(t))
+	f, err := tryOpenWith(t, base, staticOf(t), vfs.OS(), rewriting)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.mustAlter(t, groupRes("g", set(keyDeliveryCountLimit, "7")))
 	_ = f.m.Close()
 	good, err := os.ReadFile(storePath(base))
@@ -349,6 +371,7 @@ func TestDamagedStore(t *testing.T) {
 	}
 	nl := strings.IndexByte(string(good), '\n')
 	header, body := string(good[:nl+1]), string(good[nl+1:])
+	current, newer := fmt.Sprintf("%s %d ", storeMagic, storeVersion), fmt.Sprintf("%s %d ", storeMagic, storeVersion+1)
 	// reheader frames a body with a correct header, to reach the checks behind the checksum.
 	reheader := func(body string) string {
 		return fmt.Sprintf("%s %d %d %08x\n", storeMagic, storeVersion, len(body), crc32.Checksum([]byte(body), castagnoli)) + body
@@ -359,10 +382,12 @@ func TestDamagedStore(t *testing.T) {
 		{"empty file", "", "the file is empty"},
 		{"torn header", header[:10], "no header line"},
 		{"not a store", "hello world\n{}", "bad header"},
-		{"newer version", strings.Replace(header, storeMagic+" 1 ", storeMagic+" 2 ", 1) + body, "format version 2"},
-		{"version 0", strings.Replace(header, storeMagic+" 1 ", storeMagic+" 0 ", 1) + body, "format version 0"},
+		{"newer version", strings.Replace(header, current, newer, 1) + body, fmt.Sprintf("format version %d", storeVersion+1)},
+		{"version 0", strings.Replace(header, current, storeMagic+" 0 ", 1) + body, "format version 0"},
 		// A damaged version digit in a damaged file is damage, not a newer release's store.
-		{"newer version, damaged body", strings.Replace(header, storeMagic+" 1 ", storeMagic+" 2 ", 1) + "X" + body[1:], "checksum mismatch"},
+		{"newer version, damaged body", strings.Replace(header, current, newer, 1) + "X" + body[1:], "checksum mismatch"},
+		// The earlier format has nothing after its body.
+		{"version 1, trailing bytes", strings.Replace(header, current, storeMagic+" 1 ", 1) + body + "change", "unexpected bytes"},
 		{"bad length", strings.Replace(header, fmt.Sprintf(" %d ", len(body)), " x ", 1) + body, "bad body length"},
 		{"truncated body", header + body[:len(body)-5], "truncated"},
 		{"trailing bytes", header + body + "garbage", "unexpected bytes"},

@@ -1,15 +1,17 @@
 package groupcfg
 
 import (
+	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 )
 
-// FuzzDecodeStore: any bytes either decode, and then re-encode to an equal state, or give a
-// *StoreError; never a panic.
+// FuzzDecodeStore: any bytes, with or without change records after the snapshot, either decode,
+// and then re-encode to an equal state, or give a *StoreError; never a panic.
 func FuzzDecodeStore(f *testing.F) {
 	good, err := encodeStore(&storeState{NumPartitions: 50, Generation: 2,
 		Broker: map[string]string{keySnapshotCeiling: "800"},
@@ -18,6 +20,13 @@ func FuzzDecodeStore(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	rec, err := encodeRecord(&storeRecord{Generation: 3, change: change{
+		Groups: map[string]map[string]string{"g": {keyDeliveryCountLimit: "8"}, "h": nil}, Broker: map[string]string{}, BrokerSet: true}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(append(slices.Clone(good), rec...))
+	f.Add(append(slices.Clone(good), rec[:len(rec)-3]...))
 	f.Add([]byte(""))
 	f.Add([]byte("coordinatord-config 1 2 00000000\n{}"))
 	f.Add(good[:len(good)/2])
@@ -64,7 +73,7 @@ func FuzzGroupAlter(f *testing.F) {
 	f.Add("", keyIsolationLevel, "read_committed", uint8(OpDelete))
 	f.Add("g", keyGroupSnapshotLimit, "1e3", uint8(OpAppend))
 	f.Fuzz(func(t *testing.T, group, key, val string, op uint8) {
-		res := fx.m.IncrementalAlterConfigs([]AlterResource{groupRes(group, AlterConfig{Name: key, Op: Operation(op), Value: &val})}, true)[0]
+		res := fx.m.IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes(group, AlterConfig{Name: key, Op: Operation(op), Value: &val})}, true)[0]
 		switch res.ErrorCode {
 		case kafkaerr.None:
 		case kafkaerr.InvalidConfig, kafkaerr.InvalidRequest:

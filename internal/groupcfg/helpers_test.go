@@ -1,6 +1,7 @@
 package groupcfg
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -100,13 +101,24 @@ func storePath(dir string) string { return filepath.Join(dir, "config", "store")
 // tryOpen opens a Manager on the store of dir in fsys.
 func tryOpen(t testing.TB, dir string, st *Static, fsys vfs.FS) (*fixture, error) {
 	t.Helper()
+	return tryOpenWith(t, dir, st, fsys, Options{NodeID: 1})
+}
+
+// rewriting are the options of a Manager whose store rewrites its file at every change instead
+// of appending a change record, so that every change goes through the rewrite and the file
+// holds one snapshot.
+var rewriting = Options{NodeID: 1, compactBytes: -1}
+
+// tryOpenWith opens a Manager with opts on the store of dir in fsys.
+func tryOpenWith(t testing.TB, dir string, st *Static, fsys vfs.FS, opts Options) (*fixture, error) {
+	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	logger := zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
 	if _, bench := t.(*testing.B); bench {
 		logger = zap.New(core) // keep benchmark output to the figures
 	}
 	reg := prometheus.NewRegistry()
-	m, err := open(logger, storePath(dir), st, reg, Options{NodeID: 1}, fsys)
+	m, err := open(logger, storePath(dir), st, reg, opts, fsys)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +128,7 @@ func tryOpen(t testing.TB, dir string, st *Static, fsys vfs.FS) (*fixture, error
 
 // alter applies one resource and returns its result.
 func (f *fixture) alter(r AlterResource) AlterResult {
-	return f.m.IncrementalAlterConfigs([]AlterResource{r}, false)[0]
+	return f.m.IncrementalAlterConfigs(context.Background(), []AlterResource{r}, false)[0]
 }
 
 // mustAlter applies one resource and fails the test unless it succeeds.

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/coordinatord/coordinatord/internal/pmap"
 	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
@@ -19,6 +19,10 @@ type Options struct {
 	// NodeID is this node's id (--node-id). A BROKER resource named "" or NodeID in decimal
 	// addresses this node; any other broker name is refused with INVALID_REQUEST.
 	NodeID int32
+
+	// compactBytes overrides defaultCompactBytes (tests; negative: every change rewrites the
+	// store file).
+	compactBytes int64
 }
 
 // Manager owns the configuration in force: the static broker configuration, the dynamic broker
@@ -36,23 +40,29 @@ type Manager struct {
 	// view is what lookups and DescribeConfigs read; each change publishes a new one.
 	view atomic.Pointer[view]
 
-	mu     sync.Mutex   // serializes admin changes, the store and closed
+	// admin is held (a token in it) while an admin change runs, and serializes changes, the
+	// store and closed. It is a channel so that a request can stop waiting when its deadline
+	// passes.
+	admin  chan struct{}
 	store  *store       // a single node's; nil in a cluster
 	repl   *replication // a cluster's; nil on a single node
 	closed bool
 }
 
-// view is an immutable snapshot of the configuration in force.
+// view is an immutable snapshot of the configuration in force. A change derives the next view
+// from it, sharing every group it does not change.
 type view struct {
-	state    *storeState             // what is durable
-	broker   *brokerState            // broker values in force (static with dynamic applied)
-	defaults *groupValues            // the values of a group without overrides
-	groups   map[string]*groupValues // groups with overrides
+	numPartitions int
+	generation    uint64                 // grows by one with every change
+	dynamic       map[string]string      // the stored dynamic broker values (read-only)
+	broker        *brokerState           // broker values in force (static with dynamic applied)
+	defaults      *groupValues           // the values of a group without overrides
+	groups        pmap.Map[*groupValues] // groups with overrides
 }
 
 // groupValues are one group's values.
 type groupValues struct {
-	stored  map[string]string // the group's stored overrides (read-only, shared with the storeState)
+	stored  map[string]string // the group's stored overrides (read-only)
 	vals    []value           // effective value of every group key, by group position
 	clamped []bool            // by group position: a stored override clamped to the bounds in force
 }
@@ -105,20 +115,50 @@ func open(logger *zap.Logger, path string, static *Static, reg prometheus.Regist
 	if err != nil {
 		return nil, fmt.Errorf("open config manager: %w", err)
 	}
-	st, state, err := openStore(fsys, path)
+	compactBytes := opts.compactBytes
+	if compactBytes == 0 {
+		compactBytes = defaultCompactBytes
+	}
+	st, loaded, err := openStore(fsys, path, compactBytes)
 	if err != nil {
 		return nil, err
 	}
+	state, err := firstState(logger, st, loaded, static)
+	if err == nil {
+		var met *metrics
+		if met, err = newMetrics(reg, sch); err == nil {
+			m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos,
+				admin: make(chan struct{}, 1), store: st}
+			m.warnIgnored(state)
+			v := m.newView(state)
+			m.view.Store(v)
+			m.reportClamps(nil, v, nil)
+			logger.Info("loaded the config store", zap.String("path", st.path), zap.Uint64("generation", state.Generation),
+				zap.Int("dynamic_broker_configs", len(state.Broker)), zap.Int("groups_with_overrides", len(state.Groups)))
+			return m, nil
+		}
+	}
+	st.closeFile()
+	return nil, err
+}
+
+// firstState returns the state the Manager starts from: the one loaded (checked against the
+// static partition count) or, for a new store, an empty one recorded with that count.
+func firstState(logger *zap.Logger, st *store, loaded *loadedStore, static *Static) (*storeState, error) {
 	numPartitions := int(static.state.num(keyNumPartitions))
-	if state == nil {
-		state = &storeState{NumPartitions: numPartitions, Generation: 1}
+	if loaded == nil {
+		state := &storeState{NumPartitions: numPartitions, Generation: 1, Broker: map[string]string{},
+			Groups: map[string]map[string]string{}}
 		if err := st.writeFirst(state); err != nil {
 			return nil, fmt.Errorf("record %s=%d in %s: %w", keyNumPartitions, numPartitions, st.path, err)
 		}
 		logger.Info("created the config store", zap.String("path", st.path), zap.Int(keyNumPartitions, numPartitions))
-	} else if state.NumPartitions != numPartitions {
+		return state, nil
+	}
+	state := loaded.state
+	if state.NumPartitions != numPartitions {
 		// A configuration problem like those of LoadStatic (and reported the same way).
-		i := sch.index[keyNumPartitions]
+		i := static.state.schema.index[keyNumPartitions]
 		return nil, &StaticError{Problems: []Problem{{
 			Key: keyNumPartitions, Value: fmtInt(int64(numPartitions)), Source: static.state.origin[i], kind: problemRelation,
 			Message: fmt.Sprintf("%s=%d differs from %d, the value recorded in %s on first start: changing it would route "+
@@ -126,34 +166,31 @@ func open(logger *zap.Logger, path string, static *Static, reg prometheus.Regist
 				keyNumPartitions, numPartitions, state.NumPartitions, st.path, keyNumPartitions, state.NumPartitions, numPartitions),
 		}}}
 	}
-	if state.Broker == nil {
-		state.Broker = map[string]string{}
+	switch {
+	case loaded.version == legacyVersion:
+		logger.Info("converted the config store to the current format", zap.String("path", st.path),
+			zap.Int("from_version", legacyVersion), zap.Int("to_version", storeVersion))
+	case loaded.torn > 0:
+		logger.Warn("dropped an unfinished change at the end of the config store: a change whose write a crash "+
+			"interrupted, never acknowledged", zap.String("path", st.path), zap.Int64("offset", loaded.end),
+			zap.Int64("bytes", loaded.torn))
 	}
-	if state.Groups == nil {
-		state.Groups = map[string]map[string]string{}
-	}
-	met, err := newMetrics(reg, sch)
-	if err != nil {
-		return nil, err
-	}
-	m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos, store: st}
-	m.warnIgnored(state)
-	m.view.Store(m.buildView(state, m.brokerInForce(state), nil, nil))
-	logger.Info("loaded the config store", zap.String("path", st.path), zap.Uint64("generation", state.Generation),
-		zap.Int("dynamic_broker_configs", len(state.Broker)), zap.Int("groups_with_overrides", len(state.Groups)))
-	return m, nil
+	return state, nil
 }
 
-// Close stops admin changes (later IncrementalAlterConfigs calls fail) and unregisters the
-// metrics. Lookups, Broker, Effective and DescribeConfigs keep answering from the last state.
-// Idempotent.
+// Close stops admin changes (later IncrementalAlterConfigs calls fail), closes the config store
+// and unregisters the metrics. Lookups, Broker, Effective and DescribeConfigs keep answering from
+// the last state. Idempotent.
 func (m *Manager) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.admin <- struct{}{}
+	defer func() { <-m.admin }()
 	if m.closed {
 		return nil
 	}
 	m.closed = true
+	if m.store != nil {
+		m.store.closeFile()
+	}
 	m.metrics.unregister()
 	return nil
 }
@@ -168,10 +205,10 @@ func (m *Manager) Effective() []Entry { return m.view.Load().broker.entries() }
 // brokerInForce applies the stored dynamic broker values to the static ones. A stored value
 // this release cannot apply (unknown key, key no longer dynamic, value out of range) is ignored
 // with a WARN and kept stored until it is altered or deleted.
-func (m *Manager) brokerInForce(state *storeState) *brokerState {
+func (m *Manager) brokerInForce(dynamic map[string]string) *brokerState {
 	b := m.static.state.clone()
-	for _, key := range slices.Sorted(maps.Keys(state.Broker)) {
-		text := state.Broker[key]
+	for _, key := range slices.Sorted(maps.Keys(dynamic)) {
+		text := dynamic[key]
 		d, ok := m.sch.lookup(key)
 		if !ok || d.Scope != ScopeBroker || !d.Dynamic {
 			m.logger.Warn("ignoring a stored dynamic broker config this release cannot alter dynamically; "+
@@ -273,25 +310,77 @@ func (m *Manager) evalGroup(b *brokerState, defaults *groupValues, stored map[st
 	return g
 }
 
-// buildView evaluates state against broker. With an old view whose broker values are the same,
-// only the groups in changed are evaluated again; the others are shared.
-func (m *Manager) buildView(state *storeState, broker *brokerState, old *view, changed map[string]bool) *view {
-	all := old == nil || old.broker != broker
-	v := &view{state: state, broker: broker, groups: make(map[string]*groupValues, len(state.Groups))}
-	if all {
-		v.defaults = m.defaultGroup(broker)
-	} else {
-		v.defaults = old.defaults
+// newView evaluates a whole state: the one loaded on open, or restored from a snapshot.
+func (m *Manager) newView(st *storeState) *view {
+	dynamic := st.Broker
+	if dynamic == nil {
+		dynamic = map[string]string{}
 	}
-	for id, stored := range state.Groups {
-		if g, ok := old.group(id); ok && !all && !changed[id] {
-			v.groups[id] = g
-			continue
+	v := &view{numPartitions: st.NumPartitions, generation: st.Generation, dynamic: dynamic, broker: m.brokerInForce(dynamic)}
+	v.defaults = m.defaultGroup(v.broker)
+	b := v.groups.Builder()
+	for id, stored := range st.Groups {
+		if len(stored) > 0 {
+			b.Set(id, m.evalGroup(v.broker, v.defaults, stored))
 		}
-		v.groups[id] = m.evalGroup(broker, v.defaults, stored)
 	}
-	m.reportClamps(old, v, all, changed)
+	v.groups = b.Map()
 	return v
+}
+
+// nextView returns the view that c makes of cur, with the next generation. Only the groups c
+// changes are evaluated again, unless c changes the dynamic broker values, which every group
+// depends on. broker is the broker values in force after c when the caller has them already (nil:
+// they are derived from c's). It has no effect: publish makes the view the one in force.
+func (m *Manager) nextView(cur *view, c *change, broker *brokerState) *view {
+	next := *cur
+	next.generation++
+	if c.BrokerSet {
+		next.dynamic = c.Broker
+		if next.dynamic == nil {
+			next.dynamic = map[string]string{}
+		}
+		if broker == nil {
+			broker = m.brokerInForce(next.dynamic)
+		}
+		next.broker = broker
+		next.defaults = m.defaultGroup(next.broker)
+	}
+	b := cur.groups.Builder()
+	if c.BrokerSet {
+		for id, g := range cur.groups.All() {
+			if _, changed := c.Groups[id]; !changed {
+				b.Set(id, m.evalGroup(next.broker, next.defaults, g.stored))
+			}
+		}
+	}
+	for id, stored := range c.Groups {
+		if len(stored) == 0 {
+			b.Delete(id)
+		} else {
+			b.Set(id, m.evalGroup(next.broker, next.defaults, stored))
+		}
+	}
+	next.groups = b.Map()
+	return &next
+}
+
+// publish makes next, which c made of cur, the view in force, and reports the clamping outcomes
+// that changed.
+func (m *Manager) publish(cur, next *view, c *change) {
+	m.view.Store(next)
+	m.reportClamps(cur, next, c)
+}
+
+// storeState returns the whole state v holds, as the store's snapshot keeps it. Its maps are
+// shared with v: read-only.
+func (v *view) storeState() *storeState {
+	st := &storeState{NumPartitions: v.numPartitions, Generation: v.generation, Broker: v.dynamic,
+		Groups: make(map[string]map[string]string, v.groups.Len())}
+	for id, g := range v.groups.All() {
+		st.Groups[id] = g.stored
+	}
+	return st
 }
 
 // group returns the values of a group with overrides (nil-safe on the view).
@@ -299,36 +388,47 @@ func (v *view) group(id string) (*groupValues, bool) {
 	if v == nil {
 		return nil, false
 	}
-	g, ok := v.groups[id]
-	return g, ok
+	return v.groups.Get(id)
 }
 
 // values returns a group's values: its own, or the defaults.
 func (v *view) values(id string) *groupValues {
-	if g, ok := v.groups[id]; ok {
+	if g, ok := v.groups.Get(id); ok {
 		return g
 	}
 	return v.defaults
 }
 
-// reportClamps logs every change of clamping outcome between old and v (WARN when an override
-// becomes clamped or its clamped value changes, INFO when it is no longer clamped) and updates
-// the clamped-overrides gauge.
-func (m *Manager) reportClamps(old, v *view, all bool, changed map[string]bool) {
-	ids := changed
-	if all {
-		ids = make(map[string]bool, len(v.groups))
-		for id := range v.groups {
+// clampCandidates returns, sorted, the ids of the groups whose clamping outcome may differ
+// between old and v, which c made of it (see reportClamps).
+func clampCandidates(old, v *view, c *change) []string {
+	ids := map[string]bool{}
+	if c != nil {
+		for id := range c.Groups {
+			ids[id] = true
+		}
+	}
+	if c == nil || c.BrokerSet {
+		for id := range v.groups.All() {
 			ids[id] = true
 		}
 		if old != nil {
-			for id := range old.groups {
+			for id := range old.groups.All() {
 				ids[id] = true
 			}
 		}
 	}
+	return slices.Sorted(maps.Keys(ids))
+}
+
+// reportClamps logs every change of clamping outcome between old and v, which c made of it (WARN
+// when an override becomes clamped or its clamped value changes, INFO when it is no longer
+// clamped) and updates the clamped-overrides gauge. Every group is looked at when c is nil (v
+// replaces old whole, or old is nil: v is the first view) or changes the broker values;
+// otherwise only those c changes.
+func (m *Manager) reportClamps(old, v *view, c *change) {
 	sessionPos, heartbeatPos := m.sch.groupPos[keySessionTimeout], m.sch.groupPos[keyHeartbeatInterval]
-	for _, id := range slices.Sorted(maps.Keys(ids)) {
+	for _, id := range clampCandidates(old, v, c) {
 		og, _ := old.group(id)
 		ng, _ := v.group(id)
 		// Clamping can break the rule that alters enforce (session timeout above the heartbeat

@@ -2,6 +2,7 @@ package groupcfg
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -208,7 +209,7 @@ func TestNumPartitionsRecorded(t *testing.T) {
 // resources of the request still apply.
 func TestResourceAtomicity(t *testing.T) {
 	f := openFixture(t, t.TempDir(), staticOf(t))
-	results := f.m.IncrementalAlterConfigs([]AlterResource{
+	results := f.m.IncrementalAlterConfigs(context.Background(), []AlterResource{
 		groupRes("a", set(keyDeliveryCountLimit, "7"), set(keyRecordLocks, "99999")),
 		groupRes("b", set(keyDeliveryCountLimit, "8")),
 		groupRes("c", set(keyDeliveryCountLimit, "4"), set("share.no.such.config", "1")),
@@ -240,7 +241,7 @@ func TestValidateOnly(t *testing.T) {
 		groupRes("h", set(keyDeliveryCountLimit, "11")),
 		brokerRes(set(keySnapshotCeiling, "700")),
 	}
-	dry := f.m.IncrementalAlterConfigs(request, true)
+	dry := f.m.IncrementalAlterConfigs(context.Background(), request, true)
 	after, _ := os.ReadFile(storePath(f.dir))
 	if !bytes.Equal(before, after) {
 		t.Fatal("validate_only changed the store")
@@ -248,7 +249,7 @@ func TestValidateOnly(t *testing.T) {
 	if f.m.groupInt("g", keyDeliveryCountLimit) != 7 || f.m.Broker().SnapshotUpdateRecordsPerSnapshot() != 500 {
 		t.Fatal("validate_only changed the values in force")
 	}
-	real := f.m.IncrementalAlterConfigs(request, false)
+	real := f.m.IncrementalAlterConfigs(context.Background(), request, false)
 	for i := range dry {
 		if dry[i] != real[i] {
 			t.Errorf("resource %d: validate_only said %+v, the real request %+v", i, dry[i], real[i])
@@ -305,7 +306,7 @@ func TestAlterRequestErrors(t *testing.T) {
 	// The node's own id addresses the same BROKER resource as "".
 	f.mustAlter(t, AlterResource{Type: ResourceBroker, Name: "1", Configs: []AlterConfig{set(keySnapshotCeiling, "600")}})
 	// Both names in one request are the same resource twice.
-	results := f.m.IncrementalAlterConfigs([]AlterResource{
+	results := f.m.IncrementalAlterConfigs(context.Background(), []AlterResource{
 		{Type: ResourceBroker, Name: "1", Configs: []AlterConfig{set(keySnapshotCeiling, "700")}},
 		brokerRes(set(keySnapshotCeiling, "800")),
 	}, false)
@@ -316,7 +317,7 @@ func TestAlterRequestErrors(t *testing.T) {
 	}
 	// The same name twice is a plain duplicate, whichever node it names.
 	for _, name := range []string{"", "7"} {
-		results = f.m.IncrementalAlterConfigs([]AlterResource{{Type: ResourceBroker, Name: name}, {Type: ResourceBroker, Name: name}}, true)
+		results = f.m.IncrementalAlterConfigs(context.Background(), []AlterResource{{Type: ResourceBroker, Name: name}, {Type: ResourceBroker, Name: name}}, true)
 		for _, r := range results {
 			if r.ErrorCode != kafkaerr.InvalidRequest || !strings.Contains(r.ErrorMessage, "appears more than once") || strings.Contains(r.ErrorMessage, "both name") {
 				t.Fatalf("BROKER %q twice: %+v", name, results)
@@ -637,5 +638,19 @@ func TestDeleteNamesThisReleaseCannotAlter(t *testing.T) {
 	}
 	if got := r.m.groupInt("g", keyDeliveryCountLimit); got != 6 {
 		t.Fatalf("g's delivery count limit = %d, want 6", got)
+	}
+}
+
+// TestIgnoredBrokerValueWarnedOnce: a stored dynamic broker value this release ignores is logged
+// when the store is opened, not again at every later change of the broker values.
+func TestIgnoredBrokerValueWarnedOnce(t *testing.T) {
+	dir := t.TempDir()
+	_ = openFixture(t, dir, staticOf(t)).m.Close()
+	rewriteStore(t, dir, func(st *storeState) { st.Broker = map[string]string{"share.coordinator.gone": "1"} })
+	f := openFixture(t, dir, staticOf(t))
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "700")))
+	f.mustAlter(t, brokerRes(set(keySnapshotCeiling, "800")))
+	if n := f.logs.FilterMessageSnippet("ignoring a stored dynamic broker config").Len(); n != 1 {
+		t.Fatalf("%d warnings about the ignored value, want the one at open", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,44 +54,37 @@ func OpenReplicated(logger *zap.Logger, static *Static, reg prometheus.Registere
 	if err != nil {
 		return nil, err
 	}
-	state := &storeState{NumPartitions: int(static.state.num(keyNumPartitions)), Broker: map[string]string{},
-		Groups: map[string]map[string]string{}}
 	m := &Manager{logger: logger, sch: sch, static: static, nodeID: opts.NodeID, metrics: met, pos: pos,
-		repl: &replication{propose: propose, timeout: DefaultProposeTimeout}}
-	m.view.Store(m.buildView(state, m.brokerInForce(state), nil, nil))
+		admin: make(chan struct{}, 1), repl: &replication{propose: propose, timeout: DefaultProposeTimeout}}
+	v := m.newView(&storeState{NumPartitions: int(static.state.num(keyNumPartitions))})
+	m.view.Store(v)
+	m.reportClamps(nil, v, nil)
 	return m, nil
 }
 
-// change is one committed configuration change: the new overrides of every group it touches
-// (none: the group has no overrides left) and, when BrokerSet, the new dynamic broker values.
-// Its JSON is part of the format of the cluster's metadata log.
+// change is one configuration change: the new overrides of every group it touches (none: the
+// group has no overrides left) and, when BrokerSet, the new dynamic broker values. Its JSON is
+// part of the format of the cluster's metadata log and of the config store's change records.
 type change struct {
 	Groups    map[string]map[string]string `json:"groups,omitempty"`
 	Broker    map[string]string            `json:"broker,omitempty"`
 	BrokerSet bool                         `json:"broker_set,omitempty"`
 }
 
-// commit commits the change from cur's state to next: the overrides of the groups changed, and
-// the dynamic broker values if they differ.
-func (m *Manager) commit(cur *view, next *storeState, changedGroups map[string]bool) error {
-	c := change{Groups: make(map[string]map[string]string, len(changedGroups))}
-	for g := range changedGroups {
-		c.Groups[g] = next.Groups[g]
-	}
-	if !maps.Equal(cur.state.Broker, next.Broker) {
-		c.Broker, c.BrokerSet = next.Broker, true
-	}
-	data, err := json.Marshal(&c)
+// commit commits c to the cluster, waiting at most until ctx is done or the propose timeout.
+func (m *Manager) commit(ctx context.Context, c *change) error {
+	data, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.repl.timeout)
+	ctx, cancel := context.WithTimeout(ctx, m.repl.timeout)
 	defer cancel()
 	return m.repl.propose(ctx, data)
 }
 
 // ApplyConfig applies a committed change, in commit order, on every node of a cluster. A change
-// that cannot be decoded is skipped (every node skips it alike), and logged.
+// that cannot be decoded is skipped (every node skips it alike), and logged. It costs what the
+// change changes (every group, for a change of the dynamic broker values), not what is stored.
 func (m *Manager) ApplyConfig(data []byte) []byte {
 	var c change
 	if err := json.Unmarshal(data, &c); err != nil {
@@ -100,54 +94,45 @@ func (m *Manager) ApplyConfig(data []byte) []byte {
 	m.repl.apply.Lock()
 	defer m.repl.apply.Unlock()
 	cur := m.view.Load()
-	next := *cur.state
-	changed := make(map[string]bool, len(c.Groups))
-	if len(c.Groups) > 0 {
-		next.Groups = maps.Clone(cur.state.Groups)
-		for g, overrides := range c.Groups {
-			if len(overrides) == 0 {
-				delete(next.Groups, g)
-			} else {
-				next.Groups[g] = overrides
-			}
-			changed[g] = true
-		}
-	}
-	broker := cur.broker
-	if c.BrokerSet {
-		next.Broker = c.Broker
-		if next.Broker == nil {
-			next.Broker = map[string]string{}
-		}
-		broker = m.brokerInForce(&next)
-	}
-	next.Generation = cur.state.Generation + 1
-	m.view.Store(m.buildView(&next, broker, cur, changed))
-	m.logger.Info("configuration change applied", zap.Uint64("generation", next.Generation),
-		zap.Int("groups", len(c.Groups)), zap.Bool("broker", c.BrokerSet))
+	next := m.nextView(cur, &c, nil)
+	m.publish(cur, next, &c)
+	m.logger.Info("configuration change applied", zap.Uint64("generation", next.generation),
+		zap.Int("groups", len(c.Groups)), zap.Strings("first_groups", firstGroups(c.Groups)), zap.Bool("broker", c.BrokerSet))
 	return nil
 }
 
-// ConfigSnapshot returns the whole dynamic configuration, in the config store's format.
+// firstGroups returns the first few group ids of a change in name order, for its log line.
+func firstGroups(groups map[string]map[string]string) []string {
+	ids := slices.Sorted(maps.Keys(groups))
+	first := make([]string, 0, min(len(ids), loggedChanges))
+	for _, id := range ids[:cap(first)] {
+		first = append(first, truncateForLog(show(nil, id)))
+	}
+	return first
+}
+
+// ConfigSnapshot returns the whole dynamic configuration as JSON, the body of a config store
+// snapshot: the cluster's metadata snapshot embeds it as JSON.
 func (m *Manager) ConfigSnapshot() ([]byte, error) {
-	return encodeStore(m.view.Load().state)
+	data, err := json.Marshal(m.view.Load().storeState())
+	if err != nil {
+		return nil, fmt.Errorf("encode the configuration snapshot: %w", err)
+	}
+	return data, nil
 }
 
 // RestoreConfig replaces the dynamic configuration with a ConfigSnapshot's.
 func (m *Manager) RestoreConfig(data []byte) error {
-	st, err := decodeStore("the cluster's configuration snapshot", data)
+	st, err := decodeSnapshot(data)
 	if err != nil {
-		return err
-	}
-	if st.Broker == nil {
-		st.Broker = map[string]string{}
-	}
-	if st.Groups == nil {
-		st.Groups = map[string]map[string]string{}
+		return fmt.Errorf("the cluster's configuration snapshot: %w", err)
 	}
 	m.repl.apply.Lock()
 	defer m.repl.apply.Unlock()
 	m.warnIgnored(st)
-	m.view.Store(m.buildView(st, m.brokerInForce(st), nil, nil))
+	cur := m.view.Load()
+	v := m.newView(st)
+	m.view.Store(v)
+	m.reportClamps(cur, v, nil)
 	return nil
 }

@@ -2,9 +2,12 @@ package groupcfg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 
@@ -16,12 +19,14 @@ type fakeCluster struct {
 	mu       sync.Mutex
 	managers []*Manager
 	log      [][]byte
-	refuse   error // when set, proposals fail
+	refuse   error     // when set, proposals fail
+	deadline time.Time // the deadline of the last proposal
 }
 
-func (c *fakeCluster) propose(_ context.Context, change []byte) error {
+func (c *fakeCluster) propose(ctx context.Context, change []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.deadline, _ = ctx.Deadline()
 	if c.refuse != nil {
 		return c.refuse
 	}
@@ -57,10 +62,10 @@ func describeGroup(t *testing.T, m *Manager, group, key string) DescribedConfig 
 // values alike, and a node that joins later catches up from a snapshot.
 func TestReplicatedChangesReachEveryNode(t *testing.T) {
 	c := newFakeCluster(t, 3)
-	if r := c.managers[0].IncrementalAlterConfigs([]AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "7"))}, false)[0]; r.ErrorCode != kafkaerr.None {
+	if r := c.managers[0].IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "7"))}, false)[0]; r.ErrorCode != kafkaerr.None {
 		t.Fatalf("alter: %+v", r)
 	}
-	if r := c.managers[1].IncrementalAlterConfigs([]AlterResource{brokerRes(set(keySnapshotCeiling, "800"))}, false)[0]; r.ErrorCode != kafkaerr.None {
+	if r := c.managers[1].IncrementalAlterConfigs(context.Background(), []AlterResource{brokerRes(set(keySnapshotCeiling, "800"))}, false)[0]; r.ErrorCode != kafkaerr.None {
 		t.Fatalf("alter broker: %+v", r)
 	}
 	for i, m := range c.managers {
@@ -72,7 +77,7 @@ func TestReplicatedChangesReachEveryNode(t *testing.T) {
 		}
 	}
 	// Removing the override removes it everywhere.
-	if r := c.managers[2].IncrementalAlterConfigs([]AlterResource{groupRes("g1", del(keyDeliveryCountLimit))}, false)[0]; r.ErrorCode != kafkaerr.None {
+	if r := c.managers[2].IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g1", del(keyDeliveryCountLimit))}, false)[0]; r.ErrorCode != kafkaerr.None {
 		t.Fatalf("delete: %+v", r)
 	}
 	snap, err := c.managers[0].ConfigSnapshot()
@@ -93,7 +98,7 @@ func TestReplicatedChangesReachEveryNode(t *testing.T) {
 		if n := m.Broker().state.num(keySnapshotCeiling); n != 800 {
 			t.Fatalf("node %d: broker %s = %d, want 800", i+1, keySnapshotCeiling, n)
 		}
-		if g := m.view.Load().state.Generation; g != 3 {
+		if g := m.view.Load().generation; g != 3 {
 			t.Fatalf("node %d: generation %d, want 3 (one per committed change)", i+1, g)
 		}
 	}
@@ -103,7 +108,7 @@ func TestReplicatedChangesReachEveryNode(t *testing.T) {
 func TestReplicatedChangeNotCommitted(t *testing.T) {
 	c := newFakeCluster(t, 2)
 	c.refuse = errors.New("no leader")
-	r := c.managers[0].IncrementalAlterConfigs([]AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "7"))}, false)[0]
+	r := c.managers[0].IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "7"))}, false)[0]
 	if r.ErrorCode != kafkaerr.UnknownServerError || r.ErrorMessage == "" {
 		t.Fatalf("alter without a commit: %+v", r)
 	}
@@ -114,8 +119,35 @@ func TestReplicatedChangeNotCommitted(t *testing.T) {
 	}
 	// Validation still happens on the node that is asked, before anything is proposed.
 	c.refuse = nil
-	bad := c.managers[0].IncrementalAlterConfigs([]AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "-5"))}, false)[0]
+	bad := c.managers[0].IncrementalAlterConfigs(context.Background(), []AlterResource{groupRes("g1", set(keyDeliveryCountLimit, "-5"))}, false)[0]
 	if bad.ErrorCode != kafkaerr.InvalidConfig || len(c.log) != 0 {
 		t.Fatalf("invalid value: %+v, %d changes proposed", bad, len(c.log))
+	}
+}
+
+// A committed change costs every node what it changes, not what is stored: applying a one-group
+// change allocates about as much with 20 000 groups as with none.
+func TestApplyConfigCostsWhatItChanges(t *testing.T) {
+	measure := func(stored int) uint64 {
+		c := newFakeCluster(t, 1)
+		m := c.managers[0]
+		st := &storeState{NumPartitions: 50, Generation: 1, Groups: map[string]map[string]string{}}
+		for i := range stored {
+			st.Groups[fmt.Sprintf("group-%d", i)] = map[string]string{keyDeliveryCountLimit: "7"}
+		}
+		snap, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RestoreConfig(snap); err != nil {
+			t.Fatal(err)
+		}
+		change := []byte(`{"groups":{"hot":{"share.delivery.count.limit":"4"}}}`)
+		return allocatedBy(func() { m.ApplyConfig(change) })
+	}
+	none, many := measure(0), measure(20000)
+	t.Logf("applying a one-group change allocates %d bytes with no group stored, %d with 20000", none, many)
+	if many > 2*none+16<<10 {
+		t.Fatalf("applying a one-group change allocates %d bytes with 20000 groups stored, %d with none", many, none)
 	}
 }

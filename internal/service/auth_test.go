@@ -43,7 +43,7 @@ func (stubPartition) ReadSummary(context.Context, shard.SummaryRequest) shard.Su
 // stubConfigs answers every resource with success.
 type stubConfigs struct{}
 
-func (stubConfigs) IncrementalAlterConfigs(rs []groupcfg.AlterResource, _ bool) []groupcfg.AlterResult {
+func (stubConfigs) IncrementalAlterConfigs(_ context.Context, rs []groupcfg.AlterResource, _ bool) []groupcfg.AlterResult {
 	out := make([]groupcfg.AlterResult, len(rs))
 	for i, r := range rs {
 		out[i] = groupcfg.AlterResult{Type: r.Type, Name: r.Name}
@@ -75,7 +75,7 @@ func startAuthServer(t *testing.T, clientAuth tls.ClientAuthType, grants Authori
 	fx.logs = logs
 	logger := zap.New(core)
 	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{fx.server}, ClientAuth: clientAuth, ClientCAs: ca.pool})
-	srv := NewServer(logger, NewStateServer([]Partition{stubPartition{}}, StateOptions{}), NewConfigServer(stubConfigs{}),
+	srv := NewServer(logger, NewStateServer([]Partition{stubPartition{}}, StateOptions{}), NewConfigServer(stubConfigs{}, ConfigOptions{}),
 		ServerOptions{Credentials: creds, Authorize: NewAuthorizer(logger, grants).Unary()})
 	srv.SetServing(true)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -3,13 +3,17 @@ package service
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
 // ConfigStore is the configuration the admin RPCs act on. *groupcfg.Manager implements it.
 type ConfigStore interface {
-	IncrementalAlterConfigs(resources []groupcfg.AlterResource, validateOnly bool) []groupcfg.AlterResult
+	// IncrementalAlterConfigs applies the changes unless ctx is done before they are applied.
+	IncrementalAlterConfigs(ctx context.Context, resources []groupcfg.AlterResource, validateOnly bool) []groupcfg.AlterResult
 	DescribeConfigs(resources []groupcfg.DescribeResource, includeSynonyms, includeDocumentation bool) []groupcfg.DescribeResult
 }
 
@@ -19,16 +23,28 @@ type ConfigServer struct {
 	pb.UnimplementedConfigServiceServer
 
 	store ConfigStore
+	opts  ConfigOptions
+}
+
+// ConfigOptions configures a ConfigServer.
+type ConfigOptions struct {
+	// MaxResourcesPerRequest bounds the resources one IncrementalAlterConfigs request may
+	// change (0 = no bound).
+	MaxResourcesPerRequest int
 }
 
 // NewConfigServer returns a ConfigServer on store.
-func NewConfigServer(store ConfigStore) *ConfigServer {
-	return &ConfigServer{store: store}
+func NewConfigServer(store ConfigStore, opts ConfigOptions) *ConfigServer {
+	return &ConfigServer{store: store, opts: opts}
 }
 
 // IncrementalAlterConfigs implements the IncrementalAlterConfigs RPC. The store logs every change
-// it makes durable.
-func (s *ConfigServer) IncrementalAlterConfigs(_ context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
+// it makes durable; a change whose deadline (the RPC's) passes before it is applied is refused.
+func (s *ConfigServer) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
+	if n, limit := len(req.GetResources()), s.opts.MaxResourcesPerRequest; limit > 0 && n > limit {
+		return nil, status.Errorf(codes.InvalidArgument, "the request alters %d resources; at most %d are allowed per "+
+			"request (max.alter.config.resources.per.request): split it", n, limit)
+	}
 	in := make([]groupcfg.AlterResource, len(req.GetResources()))
 	for i, r := range req.GetResources() {
 		res := groupcfg.AlterResource{Type: groupcfg.ResourceType(r.GetResourceType()), Name: r.GetResourceName()}
@@ -41,7 +57,7 @@ func (s *ConfigServer) IncrementalAlterConfigs(_ context.Context, req *pb.Increm
 		}
 		in[i] = res
 	}
-	results := s.store.IncrementalAlterConfigs(in, req.GetValidateOnly())
+	results := s.store.IncrementalAlterConfigs(ctx, in, req.GetValidateOnly())
 	out := &pb.IncrementalAlterConfigsResponse{Responses: make([]*pb.AlterConfigsResourceResponse, len(results))}
 	for i, r := range results {
 		out.Responses[i] = &pb.AlterConfigsResourceResponse{

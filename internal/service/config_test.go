@@ -1,10 +1,13 @@
 package service
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
@@ -202,4 +205,48 @@ func deliveryCountLimit(t *testing.T, ts *testServer, group string) int {
 		t.Fatalf("%s of group %s: %v", key, group, err)
 	}
 	return n
+}
+
+// TestAlterPassesTheRequestContext: the handler hands the RPC's context to the configuration, so
+// that a request whose context ended before its change is applied is refused, per resource, and
+// not applied.
+func TestAlterPassesTheRequestContext(t *testing.T) {
+	ts := startServer(t, testOptions{})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	resp, err := NewConfigServer(ts.cfg, ConfigOptions{}).IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{Resources: []*pb.AlterConfigsResource{
+		alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g", pb.ConfigOperation_CONFIG_OPERATION_SET, "share.delivery.count.limit", proto.String("4")),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetResponses()[0]; r.GetErrorCode() != pb.ErrorCode_ERROR_CODE_REQUEST_TIMED_OUT || !strings.Contains(r.GetErrorMessage(), "nothing was changed") {
+		t.Fatalf("alter with a cancelled context: %v", r)
+	}
+	if got := deliveryCountLimit(t, ts, "g"); got != 5 {
+		t.Fatalf("delivery count limit = %d after a refused change, want the default 5", got)
+	}
+}
+
+// TestAlterRequestSizeBounded: a request that alters more resources than
+// max.alter.config.resources.per.request allows is refused whole and changes nothing.
+func TestAlterRequestSizeBounded(t *testing.T) {
+	ts := startServer(t, testOptions{overrides: []string{"max.alter.config.resources.per.request=3"}})
+	ctx := ctxT(t)
+	var resources []*pb.AlterConfigsResource
+	for i := range 4 {
+		resources = append(resources, alter(pb.ResourceType_RESOURCE_TYPE_GROUP, "g"+strconv.Itoa(i),
+			pb.ConfigOperation_CONFIG_OPERATION_SET, "share.delivery.count.limit", proto.String("4")))
+	}
+	_, err := ts.config.IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{Resources: resources})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "the request alters 4 resources; at most 3 are allowed per request (max.alter.config.resources.per.request)") {
+		t.Fatalf("alter of 4 resources with a bound of 3: %v", err)
+	}
+	if got := deliveryCountLimit(t, ts, "g0"); got != 5 {
+		t.Fatalf("g0's delivery count limit = %d after a refused request, want the default 5", got)
+	}
+	resp, err := ts.config.IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{Resources: resources[:3]})
+	if err != nil || resp.GetResponses()[2].GetErrorCode() != pb.ErrorCode_ERROR_CODE_NONE {
+		t.Fatalf("alter of 3 resources: %v, %v", resp, err)
+	}
 }

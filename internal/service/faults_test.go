@@ -57,7 +57,7 @@ func startFaultServer(t *testing.T, dir string, partitions int) *faultServer {
 		}
 		fx.fs, fx.shards, parts[p] = append(fx.fs, fsys), append(fx.shards, s), s
 	}
-	fx.srv = NewServer(logger, NewStateServer(parts, StateOptions{}), NewConfigServer(stubConfigs{}), ServerOptions{})
+	fx.srv = NewServer(logger, NewStateServer(parts, StateOptions{}), NewConfigServer(stubConfigs{}, ConfigOptions{}), ServerOptions{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

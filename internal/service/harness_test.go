@@ -108,7 +108,8 @@ func startServer(t *testing.T, o testOptions) *testServer {
 	if o.server != nil {
 		o.server(&sopts)
 	}
-	srv := NewServer(logger, state, NewConfigServer(cfg), sopts)
+	configs := NewConfigServer(cfg, ConfigOptions{MaxResourcesPerRequest: b.MaxAlterConfigResourcesPerRequest()})
+	srv := NewServer(logger, state, configs, sopts)
 	ts := &testServer{t: t, srv: srv, stateSrv: state, lis: lis, shards: shards, cfg: cfg, reg: reg, metrics: svcMetrics, serveErr: make(chan error, 1)}
 	go func() { ts.serveErr <- srv.GRPC.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

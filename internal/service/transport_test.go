@@ -29,7 +29,7 @@ import (
 func startStubServer(t *testing.T, opts ServerOptions) (*Server, string, func() error) {
 	t.Helper()
 	srv := NewServer(zaptest.NewLogger(t), NewStateServer([]Partition{stubPartition{}}, StateOptions{NodeID: 1}),
-		NewConfigServer(stubConfigs{}), opts)
+		NewConfigServer(stubConfigs{}, ConfigOptions{}), opts)
 	srv.SetServing(true)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -56,7 +56,7 @@ func startServer(t *testing.T, serving bool, wrap func([]service.Partition) []se
 		parts = wrap(parts)
 	}
 	state := service.NewStateServer(parts, service.StateOptions{NodeID: 1, Host: "127.0.0.1", Port: 1})
-	srv := service.NewServer(logger, state, service.NewConfigServer(cfg), service.ServerOptions{})
+	srv := service.NewServer(logger, state, service.NewConfigServer(cfg, service.ConfigOptions{}), service.ServerOptions{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
