@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/coordinatord/coordinatord/internal/pmap"
 	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
@@ -53,11 +52,11 @@ type Manager struct {
 // from it, sharing every group it does not change.
 type view struct {
 	numPartitions int
-	generation    uint64                 // grows by one with every change
-	dynamic       map[string]string      // the stored dynamic broker values (read-only)
-	broker        *brokerState           // broker values in force (static with dynamic applied)
-	defaults      *groupValues           // the values of a group without overrides
-	groups        pmap.Map[*groupValues] // groups with overrides
+	generation    uint64            // grows by one with every change
+	dynamic       map[string]string // the stored dynamic broker values (read-only)
+	broker        *brokerState      // broker values in force (static with dynamic applied)
+	defaults      *groupValues      // the values of a group without overrides
+	groups        groupMap          // groups with overrides
 }
 
 // groupValues are one group's values.
