@@ -316,13 +316,18 @@ func (s *directSender) stop() []directCall {
 // they receive), under load: the cluster must go on serving every key, more slowly, with a
 // linearizable history.
 func TestPacketLoss(t *testing.T) {
+	// 20 % loss both ways on one node; 10 % of what every node receives. TCP stalls a
+	// replication stream for a retransmission timeout (200 ms, doubling) at each loss, so 20 % on
+	// every link delays heartbeats past the election timeout often enough to keep a partition
+	// electing for seconds at a time: still safe, but no longer a test of service.
 	for _, tc := range []struct {
 		name  string
 		nodes []int
 		both  bool
+		loss  float64
 	}{
-		{"one node", []int{1}, true},
-		{"all nodes", []int{1, 2, 3}, false},
+		{"one node", []int{1}, true, 0.2},
+		{"all nodes", []int{1, 2, 3}, false, 0.1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lab, c := newNetCluster(t, 3)
@@ -331,11 +336,11 @@ func TestPacketLoss(t *testing.T) {
 			loadFor(2 * time.Second)
 			before := w.hist.len()
 			for _, id := range tc.nodes {
-				lab.lose(id, 0.2, tc.both)
+				lab.lose(id, tc.loss, tc.both)
 			}
 			lossy := w.hist.now()
 			loadFor(6 * time.Second)
-			w.requireServed(lossy, w.hist.now(), "with 20% of the packets lost on "+tc.name)
+			w.requireServed(lossy, w.hist.now(), fmt.Sprintf("with %.0f%% of the packets lost on %s", 100*tc.loss, tc.name))
 			during := w.hist.len() - before
 			for _, id := range tc.nodes {
 				lab.heal(id)
