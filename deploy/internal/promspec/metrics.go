@@ -16,42 +16,54 @@ const (
 // client_golang's metrics handler; the Go and process collectors are accepted by their go_ and
 // process_ prefixes. promcheck fails when the live server exports a family missing here.
 func ExportedKind(family string) string {
-	switch family {
-	case "sharecoord_records_appended_total",
-		"sharecoord_record_bytes_appended_total",
-		"sharecoord_group_records_appended_total",
-		"sharecoord_state_operations_total",
-		"sharecoord_state_log_appended_bytes_total",
-		"sharecoord_state_log_appended_records_total",
-		"sharecoord_state_log_torn_tail_truncations_total",
-		"sharecoord_state_log_durable_end_truncations_total",
-		"sharecoord_state_log_corruptions_total",
-		"sharecoord_tls_reloads_total",
-		"sharecoord_shard_reloads_total",
-		"promhttp_metric_handler_errors_total",
-		"grpc_server_started_total",
-		"grpc_server_handled_total",
-		"grpc_server_msg_received_total",
-		"grpc_server_msg_sent_total":
-		return Counter
-	case "sharecoord_state_log_size_bytes",
-		"sharecoord_state_log_start_offset",
-		"sharecoord_state_log_end_offset",
-		"sharecoord_last_pruned_offset",
-		"sharecoord_partition_load_seconds",
-		"sharecoord_share_partitions",
-		"sharecoord_partition_status",
-		"sharecoord_group_config_clamped",
-		"sharecoord_state_log_segments",
-		"sharecoord_tls_certificate_not_after_seconds":
-		return Gauge
-	case "sharecoord_write_latency_seconds",
-		"sharecoord_fsync_duration_seconds",
-		"sharecoord_commit_batch_records",
-		"grpc_server_handling_seconds":
-		return Histogram
-	}
-	return ""
+	return exportedKinds[family]
+}
+
+// exportedKinds is the table behind ExportedKind.
+var exportedKinds = map[string]string{
+	"sharecoord_records_appended_total":                  Counter,
+	"sharecoord_record_bytes_appended_total":             Counter,
+	"sharecoord_group_records_appended_total":            Counter,
+	"sharecoord_state_operations_total":                  Counter,
+	"sharecoord_state_log_appended_bytes_total":          Counter,
+	"sharecoord_state_log_appended_records_total":        Counter,
+	"sharecoord_state_log_torn_tail_truncations_total":   Counter,
+	"sharecoord_state_log_durable_end_truncations_total": Counter,
+	"sharecoord_state_log_corruptions_total":             Counter,
+	"sharecoord_tls_reloads_total":                       Counter,
+	"sharecoord_shard_reloads_total":                     Counter,
+	"sharecoord_connections_refused_total":               Counter,
+	"sharecoord_read_responses_refused_total":            Counter,
+	"sharecoord_stalled_responses_total":                 Counter,
+	"sharecoord_raft_leader_changes_total":               Counter,
+	"promhttp_metric_handler_errors_total":               Counter,
+	"grpc_server_started_total":                          Counter,
+	"grpc_server_handled_total":                          Counter,
+	"grpc_server_msg_received_total":                     Counter,
+	"grpc_server_msg_sent_total":                         Counter,
+	"sharecoord_state_log_size_bytes":                    Gauge,
+	"sharecoord_state_log_start_offset":                  Gauge,
+	"sharecoord_state_log_end_offset":                    Gauge,
+	"sharecoord_last_pruned_offset":                      Gauge,
+	"sharecoord_partition_load_seconds":                  Gauge,
+	"sharecoord_share_partitions":                        Gauge,
+	"sharecoord_partition_status":                        Gauge,
+	"sharecoord_group_config_clamped":                    Gauge,
+	"sharecoord_state_log_segments":                      Gauge,
+	"sharecoord_tls_certificate_not_after_seconds":       Gauge,
+	"sharecoord_connections_open":                        Gauge,
+	"sharecoord_pending_response_bytes":                  Gauge,
+	"sharecoord_raft_leader":                             Gauge,
+	"sharecoord_raft_leader_node":                        Gauge,
+	"sharecoord_raft_term":                               Gauge,
+	"sharecoord_raft_applied_index":                      Gauge,
+	"sharecoord_raft_caught_up":                          Gauge,
+	"sharecoord_raft_replica_failed":                     Gauge,
+	"sharecoord_write_latency_seconds":                   Histogram,
+	"sharecoord_fsync_duration_seconds":                  Histogram,
+	"sharecoord_commit_batch_records":                    Histogram,
+	"sharecoord_raft_proposal_seconds":                   Histogram,
+	"grpc_server_handling_seconds":                       Histogram,
 }
 
 // OnlyWith returns the configuration under which a coordinatord server exports family, when it
@@ -60,6 +72,9 @@ func OnlyWith(family string) string {
 	switch family {
 	case "sharecoord_tls_reloads_total", "sharecoord_tls_certificate_not_after_seconds":
 		return "tls.enabled=true"
+	}
+	if strings.HasPrefix(family, "sharecoord_raft_") {
+		return "--initial-cluster (cluster mode)"
 	}
 	return ""
 }

@@ -205,3 +205,39 @@ spec:
 		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestExportedKindMatchesREADME keeps the list of exported families and the README's Metrics
+// section in step: a metric added to the server is named in both or the check fails here,
+// before the end-to-end scrape does.
+func TestExportedKindMatchesREADME(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{} // families the README names
+	var prefixes []string        // families it names as a group, as in sharecoord_state_log_*
+	for _, field := range strings.FieldsFunc(string(readme), func(r rune) bool {
+		return !(r == '_' || r == '*' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	}) {
+		switch {
+		case !strings.HasPrefix(field, "sharecoord_"):
+		case strings.HasSuffix(field, "_*"):
+			prefixes = append(prefixes, strings.TrimSuffix(field, "*"))
+		default:
+			named[field] = true
+		}
+	}
+	for name := range named {
+		if ExportedKind(name) == "" {
+			t.Errorf("README names %s, which ExportedKind does not list", name)
+		}
+	}
+	for family := range exportedKinds {
+		if !strings.HasPrefix(family, "sharecoord_") || named[family] {
+			continue
+		}
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(family, p) }) {
+			t.Errorf("ExportedKind lists %s, which the README does not name", family)
+		}
+	}
+}
