@@ -156,7 +156,7 @@ func measure(ctx context.Context, o options, c config, etcdBin string) (result, 
 		}
 	default:
 		pprof := o.profile != "" && c.nodes > 1
-		cc, err := startCoordinatord(ctx, coordOptions{bin: c.bin, nodes: c.nodes, raft: c.raft, pprof: pprof}, dir)
+		cc, err := startCoordinatord(ctx, coordOptions{bin: c.bin, nodes: c.nodes, raft: c.raft, pprof: pprof, logLevel: o.logLevel}, dir)
 		if err != nil {
 			return res, err
 		}

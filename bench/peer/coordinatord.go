@@ -36,8 +36,9 @@ type coordOptions struct {
 	nodes int
 	// raft starts a single node in cluster mode too (--initial-cluster naming itself), where
 	// by default a single node takes the single-node path.
-	raft  bool
-	pprof bool
+	raft     bool
+	pprof    bool
+	logLevel string
 }
 
 // startCoordinatord starts the nodes with their data under dir, with the default configuration
@@ -55,7 +56,7 @@ func startCoordinatord(ctx context.Context, o coordOptions, dir string) (*coordC
 	for i := 1; i <= o.nodes; i++ {
 		host := coordHost(i)
 		args := []string{"--node-id", strconv.Itoa(i), "--listen", host + ":7070", "--metrics-listen", host + ":7071",
-			"--data-dir", filepath.Join(dir, fmt.Sprintf("node-%d", i)), "--log-level", "warn"}
+			"--data-dir", filepath.Join(dir, fmt.Sprintf("node-%d", i)), "--log-level", o.logLevel}
 		if o.nodes > 1 || o.raft {
 			args = append(args, "--raft-listen", host+":7072", "--initial-cluster", strings.Join(initial, ","))
 		}

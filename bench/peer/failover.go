@@ -50,7 +50,7 @@ func runFailover(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup(o, dir)
-	cc, err := startCoordinatord(ctx, coordOptions{bin: cfgs[0].bin, nodes: 3}, dir)
+	cc, err := startCoordinatord(ctx, coordOptions{bin: cfgs[0].bin, nodes: 3, logLevel: o.logLevel}, dir)
 	if err != nil {
 		return err
 	}

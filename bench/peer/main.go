@@ -32,6 +32,7 @@ type options struct {
 	keep         bool
 	profile      string
 	profileSecs  int
+	logLevel     string
 
 	failover  bool
 	failovers int
@@ -58,6 +59,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the data directories and server logs")
 	fs.StringVar(&o.profile, "profile", "", "write CPU profiles of every coordinatord node of the three-node configurations, taken during the throughput measurement, into this directory")
 	fs.IntVar(&o.profileSecs, "profile-seconds", 10, "length of each CPU profile")
+	fs.StringVar(&o.logLevel, "server-log-level", "warn", "coordinatord's --log-level (its logs are in the data directory: see -keep)")
 	fs.BoolVar(&o.failover, "failover", false, "measure failover on a three-node coordinatord instead of comparing with etcd")
 	fs.IntVar(&o.failovers, "failovers", 20, "with -failover: leaders killed, one at a time")
 	fs.IntVar(&o.fo.load, "failover-load", 4, "with -failover: writes kept in flight over every share partition while the leaders are killed (0: none)")
