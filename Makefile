@@ -1,5 +1,6 @@
 # coordinatord — developer targets. `make test` is the Go test suite of the main module (CI runs it,
-# then `make deploy-check` and the Prometheus end-to-end check for deploy/, its own module).
+# then `make deploy-check` and the Prometheus end-to-end check for deploy/, its own module, and
+# vets, tests and builds the peer benchmark of bench/peer/, another module, without running it).
 GO        ?= go
 PKGS      ?= ./...
 FUZZTIME  ?= 30s
@@ -94,7 +95,7 @@ deploy-generate:
 	cd deploy && $(GO) generate ./...
 
 # ---- benchmarks (docs/benchmarks.md, docs/snapshot-tuning.md) ----
-.PHONY: bench-packages bench-tradeoff bench-fsync bench-restart bench-load
+.PHONY: bench-packages bench-tradeoff bench-fsync bench-restart bench-load bench-peer bench-failover bench-peer-bin
 
 BENCH_DIR ?= $(CURDIR)/bin/bench-data
 BENCH_OUT ?= $(CURDIR)/bin/bench-out
@@ -130,6 +131,25 @@ bench-load: build
 	bin/coordinatord bench load --target 127.0.0.1:7070 --concurrency 64 --connections 4 --keys 1000 --batches-per-write 2 --duration 10s --warmup 3s
 	bin/coordinatord bench load --target 127.0.0.1:7070 --concurrency 1 --connections 1 --keys 1000 --batches-per-write 2 --duration 10s --warmup 3s \
 	  --fsync-dir $(BENCH_DIR)/serve
+
+## bench-peer: coordinatord against etcd, one node or member and three, driven by the same client
+## loop (bench/peer, a module of its own; etcd comes from PATH, or from Debian's etcd-server, which it
+## installs with apt-get when it runs as root). Waits for a quiet machine before each configuration.
+## Flags in BENCH_PEER_FLAGS, e.g. BENCH_PEER_FLAGS='-rounds 3 -profile bin/bench-out'.
+BENCH_PEER_FLAGS ?=
+bench-peer: build bench-peer-bin
+	@mkdir -p $(BENCH_DIR)
+	bin/bench-peer -coordinatord bin/coordinatord -dir $(BENCH_DIR) $(BENCH_PEER_FLAGS)
+
+## bench-failover: kill -9 of a state partition's leader on three nodes, 20 times: time to the
+## first acknowledged write on its successor, and for the restarted node to catch up.
+BENCH_FAILOVER_FLAGS ?=
+bench-failover: build bench-peer-bin
+	@mkdir -p $(BENCH_DIR)
+	bin/bench-peer -coordinatord bin/coordinatord -dir $(BENCH_DIR) -failover -failovers 20 $(BENCH_FAILOVER_FLAGS)
+
+bench-peer-bin:
+	cd bench/peer && $(GO) build -o $(CURDIR)/bin/bench-peer .
 
 # ---- reliability (docs/reliability.md) ----
 .PHONY: crashtest soak fuzz-long

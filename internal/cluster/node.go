@@ -32,12 +32,13 @@ const (
 // Engine sizes. ExecShards and LogDBShards cannot change once a node has started (they decide
 // which log-store shard holds each Raft shard's log): with fewer of them, more Raft shards share
 // one write and one fsync of the log store per round, which is what a write path bound by
-// fsyncs wants; two let the two cores of a small machine step Raft shards in parallel. The log
-// store's write buffers (WriteBufferBytes × WriteBuffers per shard) bound its memory; the
-// default configuration reserves 8 GiB.
+// fsyncs wants. One of each wrote the most on three nodes sharing two cores, ahead of two and
+// four (docs/benchmarks.md, section 7, "Engine sizing"). The log store's write buffers
+// (WriteBufferBytes × WriteBuffers per shard) bound its memory; the default configuration
+// reserves 8 GiB.
 const (
-	execShards       = 2
-	logDBShards      = 2
+	execShards       = 1
+	logDBShards      = 1
 	writeBufferBytes = 8 << 20
 	writeBuffers     = 3
 	// snapshotEntries is how many entries a partition's Raft log holds before its replica
