@@ -33,7 +33,7 @@ const (
 // which log-store shard holds each Raft shard's log): with fewer of them, more Raft shards share
 // one write and one fsync of the log store per round, which is what a write path bound by
 // fsyncs wants. One of each wrote the most on three nodes sharing two cores, ahead of two and
-// four (docs/benchmarks.md, section 7, "Engine sizing"). The log store's write buffers
+// four (docs/benchmarks.md, section 8, "Engine sizing"). The log store's write buffers
 // (WriteBufferBytes × WriteBuffers per shard) bound its memory; the default configuration
 // reserves 8 GiB.
 const (
