@@ -61,6 +61,18 @@ func (ca *CA) Issue(t testing.TB, subject pkix.Name, server bool) tls.Certificat
 	return ca.sign(t, tmpl)
 }
 
+// IssuePeer returns a certificate for subject signed by ca that serves and connects, as a
+// cluster node's does on the replication port: for 127.0.0.1, localhost and ips.
+func (ca *CA) IssuePeer(t testing.TB, subject pkix.Name, ips ...net.IP) tls.Certificate {
+	t.Helper()
+	return ca.sign(t, &x509.Certificate{
+		Subject:     subject,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...),
+		DNSNames:    []string{"localhost"},
+	})
+}
+
 // IssueExpired returns a server certificate for 127.0.0.1 and localhost, signed by ca, whose
 // validity ended a day ago.
 func (ca *CA) IssueExpired(t testing.TB, subject pkix.Name) tls.Certificate {

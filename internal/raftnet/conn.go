@@ -1,0 +1,69 @@
+package raftnet
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	pb "github.com/lni/dragonboat/v4/raftpb"
+)
+
+// peerConn is a connection to a peer that writes frames.
+type peerConn struct {
+	conn        net.Conn
+	sendTimeout time.Duration
+
+	mu  sync.Mutex // serializes writes; guards buf
+	buf []byte     // header and payload of the frame being written
+}
+
+// marshaler is what raftpb's messages offer for marshalling into a buffer.
+type marshaler interface {
+	Size() int
+	MarshalTo([]byte) (int, error)
+}
+
+// send writes m as one frame, within the send timeout.
+func (c *peerConn) send(m marshaler) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	size := m.Size()
+	if need := frameHeaderSize + size; cap(c.buf) < need {
+		c.buf = make([]byte, need)
+	}
+	frame := c.buf[:frameHeaderSize+size]
+	n, err := m.MarshalTo(frame[frameHeaderSize:])
+	if err != nil {
+		return err
+	}
+	frame = frame[:frameHeaderSize+n]
+	putHeader(frame[:frameHeaderSize], frame[frameHeaderSize:])
+	if err := c.conn.SetWriteDeadline(time.Now().Add(c.sendTimeout * time.Duration(1+n/(4<<20)))); err != nil {
+		return err
+	}
+	_, err = c.conn.Write(frame)
+	if cap(c.buf) > eagerBytes {
+		c.buf = nil // do not keep a snapshot chunk's or a large batch's buffer
+	}
+	return err
+}
+
+func (c *peerConn) close() { _ = c.conn.Close() }
+
+// messageConn carries Raft message batches (raftio.IConnection).
+type messageConn struct{ *peerConn }
+
+// Close implements raftio.IConnection.
+func (c *messageConn) Close() { c.close() }
+
+// SendMessageBatch implements raftio.IConnection.
+func (c *messageConn) SendMessageBatch(batch pb.MessageBatch) error { return c.send(&batch) }
+
+// snapshotConn carries snapshot chunks (raftio.ISnapshotConnection).
+type snapshotConn struct{ *peerConn }
+
+// Close implements raftio.ISnapshotConnection.
+func (c *snapshotConn) Close() { c.close() }
+
+// SendChunk implements raftio.ISnapshotConnection.
+func (c *snapshotConn) SendChunk(chunk pb.Chunk) error { return c.send(&chunk) }
