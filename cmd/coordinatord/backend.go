@@ -15,6 +15,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
 	"github.com/coordinatord/coordinatord/internal/cluster"
+	"github.com/coordinatord/coordinatord/internal/connlimit"
 	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
@@ -45,12 +46,14 @@ type backend struct {
 
 // backendFlags is what opening a backend needs beyond the configuration.
 type backendFlags struct {
-	f         *serveFlags
-	static    *groupcfg.Static
-	reg       prometheus.Registerer
-	host      string
-	port      int32
-	exitOnErr func(error) // stops the process on an error a replica can neither apply nor skip
+	f           *serveFlags
+	static      *groupcfg.Static
+	reg         prometheus.Registerer
+	host        string
+	port        int32
+	exitOnErr   func(error) // stops the process on an error a replica can neither apply nor skip
+	sec         *security
+	connMetrics *connlimit.Metrics
 }
 
 // openSingle opens a single node's backend: the config store and one shard per state partition
@@ -91,6 +94,10 @@ func openCluster(logger *zap.Logger, bf backendFlags) (*backend, error) {
 	if err := datadir.CheckMode(f.dataDir, true); err != nil {
 		return nil, badConfig(err)
 	}
+	transport, err := raftTransport(logger, bf.static.Broker(), bf.sec, bf.connMetrics)
+	if err != nil {
+		return nil, badConfig(err)
+	}
 	b := &backend{checked: make(chan struct{})}
 	cfg, err := groupcfg.OpenReplicated(logger.Named("config"), bf.static, bf.reg, groupcfg.Options{NodeID: f.nodeID},
 		func(ctx context.Context, change []byte) error {
@@ -117,6 +124,8 @@ func openCluster(logger *zap.Logger, bf backendFlags) (*backend, error) {
 		GRPCAddress:     net.JoinHostPort(bf.host, strconv.Itoa(int(bf.port))),
 		Config:          cfg,
 		Registerer:      bf.reg,
+		Transport:       transport,
+		PeerContact:     transport.LastContact,
 	}
 	if err := cc.Validate(); err != nil {
 		return nil, badConfig(err)

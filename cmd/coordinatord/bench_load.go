@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -37,7 +38,7 @@ type loadFlags struct {
 	quiet        bool
 	fsyncDir     string
 	fsyncSamples int
-	tls          loadTLS
+	tls          clientTLS
 }
 
 func (f *loadFlags) config() (loadgen.Config, error) {
@@ -151,6 +152,7 @@ func newBenchLoadCommand(e env) *cobra.Command {
 	fs.StringVar(&f.cfg.Target, "target", "127.0.0.1:7070", "host:port of the server's gRPC listener")
 	fs.IntVar(&f.cfg.Concurrency, "concurrency", 64, "calls in flight")
 	fs.IntVar(&f.cfg.Connections, "connections", 4, "client connections (calls are spread over them)")
+	fs.BoolVar(&f.cfg.Cluster, "cluster", false, "a cluster: send each write to its state partition's leader, found through --target (the client package)")
 	fs.IntVar(&f.cfg.Keys, "keys", 1000, "share partitions written, round-robin")
 	fs.IntVar(&f.cfg.BatchesPerWrite, "batches-per-write", 2, "state batches in each write")
 	fs.DurationVar(&f.cfg.Duration, "duration", 20*time.Second, "recorded time per phase")
@@ -163,11 +165,7 @@ func newBenchLoadCommand(e env) *cobra.Command {
 	fs.StringVar(&f.output, "output", "markdown", "report format: markdown or json")
 	fs.StringVar(&f.fsyncDir, "fsync-dir", "", "also measure fdatasync in this directory (the server's --data-dir) and check the p50 target (Markdown output, both phases)")
 	fs.IntVar(&f.fsyncSamples, "fsync-samples", 2000, "fdatasync samples for --fsync-dir")
-	fs.BoolVar(&f.tls.enabled, "tls", false, "connect with TLS (implied by every other --tls-* flag)")
-	fs.StringVar(&f.tls.caFile, "tls-ca-file", "", "PEM file of the CA certificates that verify the server's certificate (default: the system's)")
-	fs.StringVar(&f.tls.certFile, "tls-cert-file", "", "PEM file of the client certificate, for a server that requires one (with --tls-key-file)")
-	fs.StringVar(&f.tls.keyFile, "tls-key-file", "", "PEM file of the client certificate's private key")
-	fs.StringVar(&f.tls.serverName, "tls-server-name", "", "name the server's certificate must carry (default: the host of --target)")
+	f.tls.register(fs, "--target")
 	return cmd
 }
 
@@ -184,15 +182,24 @@ func failedCalls(rep *loadgen.Report) error {
 	return fmt.Errorf("%d of %d recorded calls failed (causes above): the figures do not describe a working server", failed, calls)
 }
 
-// loadTLS are the TLS flags of `bench load`.
-type loadTLS struct {
+// clientTLS are the TLS flags of the commands that call a server (`bench load`, `cluster`).
+type clientTLS struct {
 	enabled                               bool
 	caFile, certFile, keyFile, serverName string
 }
 
+// register adds the TLS flags to fs; target names the flag of the server's address.
+func (t *clientTLS) register(fs *pflag.FlagSet, target string) {
+	fs.BoolVar(&t.enabled, "tls", false, "connect with TLS (implied by every other --tls-* flag)")
+	fs.StringVar(&t.caFile, "tls-ca-file", "", "PEM file of the CA certificates that verify the server's certificate (default: the system's)")
+	fs.StringVar(&t.certFile, "tls-cert-file", "", "PEM file of the client certificate, for a server that requires one (with --tls-key-file)")
+	fs.StringVar(&t.keyFile, "tls-key-file", "", "PEM file of the client certificate's private key")
+	fs.StringVar(&t.serverName, "tls-server-name", "", "name the server's certificate must carry (default: the host of "+target+")")
+}
+
 // dialOptions returns the client's transport credentials: nil (plaintext) unless a TLS flag is
 // set.
-func (t loadTLS) dialOptions() ([]grpc.DialOption, error) {
+func (t clientTLS) dialOptions() ([]grpc.DialOption, error) {
 	if !t.enabled && t.caFile == "" && t.certFile == "" && t.keyFile == "" && t.serverName == "" {
 		return nil, nil
 	}

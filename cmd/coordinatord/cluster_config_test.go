@@ -67,3 +67,15 @@ func freePort(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// With TLS on, a cluster node needs the peer CA, so that its replication port is not the one
+// plaintext port; the peer CA alone, without TLS, would not be used and is refused too.
+func TestClusterTLSNeedsThePeerCA(t *testing.T) {
+	fx := newSecurityFixture(t)
+	raft := freePort(t)
+	cluster := []string{"--initial-cluster", "1=" + raft, "--raft-listen", raft}
+	wantBadConfig(t, filepath.Join(t.TempDir(), "data"), nil, append(fx.args("none"), cluster...),
+		"tls.enabled=true in cluster mode needs tls.peer.ca.file")
+	wantBadConfig(t, filepath.Join(t.TempDir(), "data"), nil, append(cluster, "--override", "tls.peer.ca.file="+fx.cas),
+		"tls.peer.ca.file is set but tls.enabled=false")
+}

@@ -10,12 +10,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/memlimit"
 	"github.com/coordinatord/coordinatord/internal/connlimit"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/raftnet"
 )
 
 // memoryLimitShare is the part of a cgroup's memory limit the Go runtime's soft limit is set to:
@@ -62,11 +62,12 @@ func hasEnv(environ []string, name string) bool {
 // reservedDescriptors is how many file descriptors the connection caps of the two ports leave to
 // the rest of the process: per state partition its log's open segment and the files a load, a
 // prune or a sync opens for a moment; the config store, the standard streams, the runtime's
-// poller; in cluster mode the Raft engine's log store, snapshots and its peers' connections.
-func reservedDescriptors(partitions int, cluster bool) int {
+// poller; in cluster mode the Raft engine's log store and snapshots, and the replication port's
+// connections (raftConns, raft.max.connections; 0 for a single node).
+func reservedDescriptors(partitions int, cluster bool, raftConns int) int {
 	n := 256 + 4*partitions
 	if cluster {
-		n += 512
+		n += 384 + raftConns
 	}
 	return n
 }
@@ -77,7 +78,7 @@ func reservedDescriptors(partitions int, cluster bool) int {
 // too low for even that is an error.
 func connectionCaps(logger *zap.Logger, b groupcfg.Broker, fdLimit uint64, cluster bool) (grpcCap, metricsCap int, err error) {
 	grpcCap, metricsCap = b.GRPCMaxConnections(), b.MetricsMaxConnections()
-	reserved := reservedDescriptors(b.NumPartitions(), cluster)
+	reserved := reservedDescriptors(b.NumPartitions(), cluster, b.RaftMaxConnections())
 	if fdLimit >= uint64(reserved+grpcCap+metricsCap) {
 		return grpcCap, metricsCap, nil
 	}
@@ -104,8 +105,7 @@ func fileDescriptorLimit() uint64 {
 }
 
 // limitListeners wraps the two ports' listeners in their connection bounds.
-func limitListeners(logger *zap.Logger, b groupcfg.Broker, grpcLis, metricsLis net.Listener, grpcCap, metricsCap int, reg prometheus.Registerer) (*connlimit.Listener, *connlimit.Listener) {
-	m := connlimit.NewMetrics(reg)
+func limitListeners(logger *zap.Logger, b groupcfg.Broker, grpcLis, metricsLis net.Listener, grpcCap, metricsCap int, m *connlimit.Metrics) (*connlimit.Listener, *connlimit.Listener) {
 	l := logger.Named("connections")
 	send := time.Duration(b.SendTimeoutMs()) * time.Millisecond
 	g := connlimit.New(grpcLis, "grpc", connlimit.Limits{
@@ -130,4 +130,33 @@ func newMetricsServer(logger *zap.Logger, b groupcfg.Broker, handler http.Handle
 		TLSConfig:         sec.metricsTLSConfig(),
 		ErrorLog:          zap.NewStdLog(logger.Named("metrics-http")), // handshake errors and the like, as JSON too
 	}
+}
+
+// raftTransport is the replication port's transport (--raft-listen): the connection bounds and
+// timeouts of the gRPC port, raft.max.connections in all and a quarter of it per IP address, and
+// mutual TLS over the peer CA when TLS is on.
+func raftTransport(logger *zap.Logger, b groupcfg.Broker, sec *security, m *connlimit.Metrics) (*raftnet.Factory, error) {
+	peer, err := sec.peerTLS()
+	if err != nil {
+		return nil, err
+	}
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	logger = logger.Named("raft-transport")
+	if peer == nil {
+		logger.Warn("the replication port is plaintext and authenticates no one: it must be reachable by the cluster's nodes only (set tls.enabled and tls.peer.ca.file for mutual TLS)")
+	}
+	caps := b.RaftMaxConnections()
+	return raftnet.NewFactory(raftnet.Options{
+		Limits: connlimit.Limits{
+			MaxConnections: caps, MaxPerIP: max(caps/4, 2),
+			MaxConnectionsKey: "raft.max.connections", MaxPerIPKey: "raft.max.connections / 4",
+		},
+		Metrics:          m,
+		TLS:              peer,
+		MinTLSVersion:    sec.minTLSVersion(),
+		HandshakeTimeout: ms(b.HandshakeTimeoutMs()),
+		IdleTimeout:      ms(b.ConnectionsMaxIdleMs()),
+		SendTimeout:      ms(b.SendTimeoutMs()),
+		Logger:           logger,
+	}), nil
 }

@@ -183,6 +183,7 @@ func newRootCommand(e env) *cobra.Command {
 	}
 	sf.register(serveCmd)
 
-	root.AddCommand(serveCmd, newDumpLogCommand(e), newCheckConfigCommand(e), newRepairLogCommand(e), newBenchCommand(e))
+	root.AddCommand(serveCmd, newDumpLogCommand(e), newCheckConfigCommand(e), newRepairLogCommand(e), newBenchCommand(e),
+		newClusterCommand(e))
 	return root
 }

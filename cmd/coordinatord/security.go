@@ -26,8 +26,9 @@ import (
 type securitySettings struct {
 	tls        bool
 	files      tlsconfig.Settings
-	clientAuth string // groupcfg.ClientAuthNone, ClientAuthRequested or ClientAuthRequired
-	minVersion string // "TLSv1.2" or "TLSv1.3"
+	peerCA     tlsconfig.File // tls.peer.ca.file: the CA of the nodes' certificates (cluster mode)
+	clientAuth string         // groupcfg.ClientAuthNone, ClientAuthRequested or ClientAuthRequired
+	minVersion string         // "TLSv1.2" or "TLSv1.3"
 	metricsTLS bool
 	authorize  bool
 	grants     service.AuthorizerConfig
@@ -43,6 +44,7 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 		tls: flag(groupcfg.KeyTLSEnabled),
 		files: tlsconfig.Settings{Cert: file(groupcfg.KeyTLSCertFile), Key: file(groupcfg.KeyTLSKeyFile),
 			CA: file(groupcfg.KeyTLSClientCAFile)},
+		peerCA:     file(groupcfg.KeyTLSPeerCAFile),
 		clientAuth: text(groupcfg.KeyTLSClientAuth),
 		minVersion: text(groupcfg.KeyTLSMinVersion),
 		metricsTLS: flag(groupcfg.KeyMetricsTLSEnabled),
@@ -56,6 +58,7 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 		{groupcfg.KeyAuthorizerClusterAction, &s.grants.ClusterAction},
 		{groupcfg.KeyAuthorizerAlterConfigs, &s.grants.AlterConfigs},
 		{groupcfg.KeyAuthorizerDescribeConfigs, &s.grants.DescribeConfigs},
+		{groupcfg.KeyAuthorizerAlterCluster, &s.grants.AlterCluster},
 	}
 	for _, l := range lists {
 		principals, err := principal.ParseList(text(l.key))
@@ -71,7 +74,7 @@ func readSecuritySettings(b groupcfg.Broker) (securitySettings, []string) {
 	}
 	verifiesClients := s.clientAuth == groupcfg.ClientAuthRequested || s.clientAuth == groupcfg.ClientAuthRequired
 	if !s.tls {
-		for _, f := range []tlsconfig.File{s.files.Cert, s.files.Key, s.files.CA} {
+		for _, f := range []tlsconfig.File{s.files.Cert, s.files.Key, s.files.CA, s.peerCA} {
 			if f.Path != "" {
 				problems = append(problems, fmt.Sprintf("%s is set but %s=false, so gRPC would be served in plaintext: set %s=true, or remove %s",
 					f.Setting, groupcfg.KeyTLSEnabled, groupcfg.KeyTLSEnabled, f.Setting))
@@ -111,6 +114,7 @@ type security struct {
 	logger     *zap.Logger
 	settings   securitySettings
 	store      *tlsconfig.Store    // nil without TLS
+	peer       *tlsconfig.Store    // the node's certificate and the peer CA; nil without tls.peer.ca.file
 	grpcTLS    *tls.Config         // nil: plaintext gRPC
 	metricsTLS *tls.Config         // nil: plain HTTP metrics
 	authorizer *service.Authorizer // nil: every call allowed
@@ -130,10 +134,7 @@ func newSecurity(logger *zap.Logger, b groupcfg.Broker, reg prometheus.Registere
 			return nil, fmt.Errorf("%w: fix the file or the setting", err)
 		}
 		sec.store = store
-		minVersion := uint16(tls.VersionTLS12)
-		if s.minVersion == "TLSv1.3" {
-			minVersion = tls.VersionTLS13
-		}
+		minVersion := sec.minTLSVersion()
 		clientAuth := tls.NoClientCert
 		switch s.clientAuth {
 		case groupcfg.ClientAuthRequested:
@@ -142,13 +143,20 @@ func newSecurity(logger *zap.Logger, b groupcfg.Broker, reg prometheus.Registere
 			clientAuth = tls.RequireAndVerifyClientCert
 		}
 		sec.grpcTLS = store.ServerConfig(clientAuth, minVersion, "h2")
+		if s.peerCA.Path != "" {
+			peer, err := tlsconfig.NewStore(logger, tlsconfig.Settings{Cert: s.files.Cert, Key: s.files.Key, CA: s.peerCA}, nil)
+			if err != nil {
+				return nil, fmt.Errorf("%w: fix the file or the setting", err)
+			}
+			sec.peer = peer
+		}
 		if s.metricsTLS {
 			sec.metricsTLS = store.ServerConfig(tls.NoClientCert, minVersion, "http/1.1")
 		}
 	}
 	if s.authorize {
 		sec.authorizer = service.NewAuthorizer(logger.Named("authorizer"), s.grants)
-		if len(s.grants.ClusterAction)+len(s.grants.AlterConfigs)+len(s.grants.DescribeConfigs) == 0 {
+		if len(s.grants.ClusterAction)+len(s.grants.AlterConfigs)+len(s.grants.DescribeConfigs)+len(s.grants.AlterCluster) == 0 {
 			logger.Warn("authorization is on but no principal holds any permission: every call except health checks will be denied")
 		}
 	}
@@ -180,6 +188,24 @@ func (s *security) authorizeStream() grpc.StreamServerInterceptor {
 	return s.authorizer.Stream()
 }
 
+// minTLSVersion is tls.min.version.
+func (s *security) minTLSVersion() uint16 {
+	if s.settings.minVersion == "TLSv1.3" {
+		return tls.VersionTLS13
+	}
+	return tls.VersionTLS12
+}
+
+// peerTLS returns the replication port's TLS material (nil: plaintext), and checks that a cluster
+// node with TLS on has it: its Raft traffic would otherwise be the one plaintext port.
+func (s *security) peerTLS() (*tlsconfig.Store, error) {
+	if s.settings.tls && s.peer == nil {
+		return nil, fmt.Errorf("%s=true in cluster mode needs %s: set it to a PEM file of the CA that signs the nodes' certificates, so that the replication port is mutual TLS too",
+			groupcfg.KeyTLSEnabled, groupcfg.KeyTLSPeerCAFile)
+	}
+	return s.peer, nil
+}
+
 // metricsTLSConfig returns the metrics port's TLS configuration (nil: plain HTTP).
 func (s *security) metricsTLSConfig() *tls.Config { return s.metricsTLS }
 
@@ -199,6 +225,9 @@ func (s *security) reloadOnHangup(ctx context.Context) {
 					continue
 				}
 				s.store.Reload("SIGHUP")
+				if s.peer != nil {
+					s.peer.Reload("SIGHUP")
+				}
 			case <-ctx.Done():
 				return
 			}
@@ -214,7 +243,7 @@ func (s *security) fields() []zap.Field {
 		zap.Bool("authorization", s.settings.authorize),
 	}
 	if s.settings.tls {
-		f = append(f, zap.String("client_auth", s.settings.clientAuth))
+		f = append(f, zap.String("client_auth", s.settings.clientAuth), zap.Bool("peer_tls", s.peer != nil))
 	}
 	if s.settings.authorize {
 		f = append(f, zap.String("grants", s.settings.grants.String()))

@@ -120,6 +120,7 @@ func authzArgs() []string {
 		"--override", "authorizer.cluster.action.principals=User:CN=broker-1,O=Acme",
 		"--override", "authorizer.alter.configs.principals=User:CN=admin,O=Acme",
 		"--override", "authorizer.describe.configs.principals=*",
+		"--override", "authorizer.alter.cluster.principals=User:CN=admin,O=Acme",
 	}
 }
 
@@ -281,6 +282,33 @@ func TestMutualTLSAndAuthorization(t *testing.T) {
 		}
 		if !found {
 			t.Fatalf("no denial log line for admin's WriteShareGroupState\n%s", p.log())
+		}
+	})
+
+	t.Run("cluster service", func(t *testing.T) {
+		// TransferLeader needs alter_cluster, which only admin holds; ListNodes describe_configs,
+		// which everyone does. Past the authorizer a single node answers FAILED_PRECONDITION.
+		for name, tc := range map[string]struct {
+			subject        *pkix.Name
+			transfer, list codes.Code
+		}{
+			"broker": {brokerSubject(), codes.PermissionDenied, codes.FailedPrecondition},
+			"admin":  {adminSubject(), codes.FailedPrecondition, codes.FailedPrecondition},
+		} {
+			t.Run(name, func(t *testing.T) {
+				c := pb.NewClusterServiceClient(dialTLS(t, p.grpcAddr, fx.clientTLS(t, tc.subject)))
+				_, err := c.TransferLeader(ctx, &pb.TransferLeaderRequest{Partition: 0, NodeId: 1})
+				if status.Code(err) != tc.transfer {
+					t.Errorf("TransferLeader: %v, want %v", err, tc.transfer)
+				}
+				_, err = c.ListNodes(ctx, &pb.ListNodesRequest{})
+				if status.Code(err) != tc.list {
+					t.Errorf("ListNodes: %v, want %v", err, tc.list)
+				}
+				if tc.list == codes.FailedPrecondition && !strings.Contains(status.Convert(err).Message(), "--initial-cluster") {
+					t.Errorf("ListNodes on a single node: %q does not say what it needs", status.Convert(err).Message())
+				}
+			})
 		}
 	})
 

@@ -21,12 +21,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
+	"github.com/coordinatord/coordinatord/internal/connlimit"
 	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/vfs"
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
 // serveFlags are the command-line flags of the server (API.md, "Command line").
@@ -95,7 +97,8 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	}
 	defer func() { _ = rawGRPC.Close() }()
 	defer func() { _ = rawMetrics.Close() }()
-	grpcLis, metricsLis := limitListeners(logger, static.Broker(), rawGRPC, rawMetrics, grpcCap, metricsCap, reg)
+	connMetrics := connlimit.NewMetrics(reg)
+	grpcLis, metricsLis := limitListeners(logger, static.Broker(), rawGRPC, rawMetrics, grpcCap, metricsCap, connMetrics)
 	host, port, err := advertisedAddr(f.advertise, grpcLis.Addr())
 	if err != nil {
 		return badConfig(err)
@@ -111,7 +114,8 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 	if f.initialCluster != "" {
 		open = openCluster
 	}
-	b, err := open(logger, backendFlags{f: f, static: static, reg: reg, host: host, port: port, exitOnErr: exitOnReplicaFailure(logger)})
+	b, err := open(logger, backendFlags{f: f, static: static, reg: reg, host: host, port: port,
+		exitOnErr: exitOnReplicaFailure(logger), sec: sec, connMetrics: connMetrics})
 	if err != nil {
 		return err
 	}
@@ -205,7 +209,7 @@ func newGRPCServer(logger *zap.Logger, b *backend, sec *security, reg prometheus
 		Conns:                   conns,
 	})
 	configs := service.NewConfigServer(b.cfg, service.ConfigOptions{MaxResourcesPerRequest: broker.MaxAlterConfigResourcesPerRequest()})
-	return service.NewServer(logger, state, configs, service.ServerOptions{
+	srv := service.NewServer(logger, state, configs, service.ServerOptions{
 		Registerer:           reg,
 		MaxRecvMsgBytes:      broker.GRPCMaxRecvMessageBytes(),
 		MaxConcurrentStreams: uint32(broker.GRPCMaxConcurrentStreams()),
@@ -218,6 +222,8 @@ func newGRPCServer(logger *zap.Logger, b *backend, sec *security, reg prometheus
 		Authorize:            sec.authorize(),
 		AuthorizeStream:      sec.authorizeStream(),
 	})
+	pb.RegisterClusterServiceServer(srv.GRPC, &clusterAdmin{node: b.node})
+	return srv
 }
 
 // logServing logs, once, where the server listens.

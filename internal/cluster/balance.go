@@ -43,7 +43,7 @@ func (n *Node) askToLead() {
 		return
 	}
 	for _, p := range n.parts {
-		if p == nil || p.failed != nil || !p.CaughtUp() || n.placement.preferred(p.index) != n.cfg.NodeID {
+		if p == nil || p.failed != nil || !p.CaughtUp() || n.preferredLeader(p.index) != n.cfg.NodeID {
 			continue
 		}
 		r := p.Role()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lni/dragonboat/v4/config"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/coordinatord/coordinatord/internal/statelog"
@@ -48,6 +49,12 @@ type Config struct {
 	Config ConfigReplica
 	// Registerer receives the cluster metrics (nil: not registered).
 	Registerer prometheus.Registerer
+	// Transport carries the Raft traffic between nodes (nil: dragonboat's TCP transport, which
+	// has no connection bounds and no authentication of its own).
+	Transport config.TransportFactory
+	// PeerContact returns when a Raft message last arrived from the node at a replication
+	// address, if one has (nil: not known). Nodes and the peer metrics report it.
+	PeerContact func(raftAddress string) (time.Time, bool)
 }
 
 // Timing is the Raft clock: a tick of RTT, heartbeats every HeartbeatTicks, an election after

@@ -43,18 +43,23 @@ type metadataState struct {
 	// Wanted holds, per partition, the preferred leader that asked to lead it during the term
 	// of another leader: that leader hands the partition over.
 	Wanted map[int]LeaderHint `json:"wanted,omitempty"`
-	Config json.RawMessage    `json:"config,omitempty"`
+	// Preferred holds the preferred leaders operators chose (TransferLeader), by partition, in
+	// place of the placement's.
+	Preferred map[int]uint64  `json:"preferred,omitempty"`
+	Config    json.RawMessage `json:"config,omitempty"`
 }
 
 // metadataCommand is one committed change of the metadata.
 type metadataCommand struct {
-	Init   *int        `json:"init,omitempty"` // record the number of state partitions, if unset
-	Node   *uint64     `json:"node,omitempty"` // register a node's addresses
-	Info   *NodeInfo   `json:"info,omitempty"`
-	Leader *int        `json:"leader,omitempty"` // a partition's leader announces itself
-	Hint   *LeaderHint `json:"hint,omitempty"`
-	Want   *int        `json:"want,omitempty"`   // a preferred leader asks to lead, in Hint's term
-	Config []byte      `json:"config,omitempty"` // a configuration change
+	Init       *int        `json:"init,omitempty"` // record the number of state partitions, if unset
+	Node       *uint64     `json:"node,omitempty"` // register a node's addresses
+	Info       *NodeInfo   `json:"info,omitempty"`
+	Leader     *int        `json:"leader,omitempty"` // a partition's leader announces itself
+	Hint       *LeaderHint `json:"hint,omitempty"`
+	Want       *int        `json:"want,omitempty"`   // a preferred leader asks to lead, in Hint's term
+	Prefer     *int        `json:"prefer,omitempty"` // an operator prefers PreferNode (0: none) to lead a partition
+	PreferNode uint64      `json:"prefer_node,omitempty"`
+	Config     []byte      `json:"config,omitempty"` // a configuration change
 }
 
 // metadata is the cluster metadata state machine, replicated on every founding node.
@@ -93,6 +98,15 @@ func (m *metadata) Update(e sm.Entry) (sm.Result, error) {
 		m.state.Nodes[*c.Node] = *c.Info
 	case c.Want != nil && c.Hint != nil:
 		m.state.Wanted[*c.Want] = *c.Hint
+	case c.Prefer != nil:
+		if m.state.Preferred == nil {
+			m.state.Preferred = map[int]uint64{}
+		}
+		if c.PreferNode == 0 {
+			delete(m.state.Preferred, *c.Prefer)
+		} else {
+			m.state.Preferred[*c.Prefer] = c.PreferNode
+		}
 	case c.Leader != nil && c.Hint != nil:
 		if old, ok := m.state.Leaders[*c.Leader]; !ok || c.Hint.Term >= old.Term {
 			m.state.Leaders[*c.Leader] = *c.Hint
@@ -115,6 +129,7 @@ func (m *metadata) snapshot() metadataState {
 	st.Nodes = maps.Clone(st.Nodes)
 	st.Leaders = maps.Clone(st.Leaders)
 	st.Wanted = maps.Clone(st.Wanted)
+	st.Preferred = maps.Clone(st.Preferred)
 	return st
 }
 
@@ -140,6 +155,21 @@ func (m *metadata) wanted(p int) (LeaderHint, bool) {
 	defer m.mu.RUnlock()
 	h, ok := m.state.Wanted[p]
 	return h, ok
+}
+
+// preferred returns the preferred leader an operator chose for partition p, if any.
+func (m *metadata) preferred(p int) (uint64, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	id, ok := m.state.Preferred[p]
+	return id, ok
+}
+
+// nodes returns the nodes' registered addresses.
+func (m *metadata) nodes() map[uint64]NodeInfo {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return maps.Clone(m.state.Nodes)
 }
 
 // changes returns a channel closed at the next change of the state.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -48,18 +49,25 @@ var (
 		"1 once this node's replica has applied everything committed when it started, else 0.", []string{"partition"}, nil)
 	descReplicaFailed = prometheus.NewDesc("sharecoord_raft_replica_failed",
 		"1 if this node's replica of the state partition did not start (its log could not be opened), else 0.", []string{"partition"}, nil)
+	descReplicas = prometheus.NewDesc("sharecoord_raft_replicas",
+		"The number of replicas the state partition has (the replication factor, or the node count if smaller).", []string{"partition"}, nil)
+	descPeerContact = prometheus.NewDesc("sharecoord_raft_peer_last_contact_seconds",
+		"Seconds since this node last received a Raft message from the peer node; since this node started if it has not yet.",
+		[]string{"node"}, nil)
 )
 
 // collector reads the replicas' state at each scrape.
 type collector struct{ n *Node }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descLeaderNode, descTerm, descApplied, descCaughtUp, descReplicaFailed} {
+	for _, d := range []*prometheus.Desc{descLeader, descLeaderNode, descTerm, descApplied, descCaughtUp, descReplicaFailed,
+		descReplicas, descPeerContact} {
 		ch <- d
 	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.collectPeers(ch)
 	for _, p := range c.n.parts {
 		if p == nil {
 			continue
@@ -73,12 +81,27 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		gauge(descReplicaFailed, 0)
+		gauge(descReplicas, float64(len(p.members)))
 		r := p.Role()
 		gauge(descLeader, boolValue(r.Leading))
 		gauge(descLeaderNode, float64(r.Leader))
 		gauge(descTerm, float64(r.Term))
 		gauge(descCaughtUp, boolValue(p.CaughtUp()))
 		gauge(descApplied, float64(p.sm.AppliedIndex()))
+	}
+}
+
+// collectPeers reports how long ago each peer was heard from.
+func (c *collector) collectPeers(ch chan<- prometheus.Metric) {
+	for _, st := range c.n.Nodes() {
+		if st.State == PeerSelf {
+			continue
+		}
+		since := st.LastContact
+		if since < 0 {
+			since = time.Since(c.n.started)
+		}
+		ch <- prometheus.MustNewConstMetric(descPeerContact, prometheus.GaugeValue, since.Seconds(), strconv.FormatUint(st.ID, 10))
 	}
 }
 

@@ -66,6 +66,8 @@ type Node struct {
 	closed    atomic.Bool
 	leaving   atomic.Bool // leaderships handed over for a stop: ask for none
 
+	started time.Time
+
 	stop    chan struct{}
 	workers sync.WaitGroup
 }
@@ -81,7 +83,7 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	routeEngineLogs(logger)
-	n := &Node{logger: logger, cfg: cfg, placement: newPlacement(cfg.memberIDs(), cfg.ReplicationFactor), stop: make(chan struct{})}
+	n := &Node{logger: logger, cfg: cfg, placement: newPlacement(cfg.memberIDs(), cfg.ReplicationFactor), stop: make(chan struct{}), started: time.Now()}
 	n.metrics = newMetrics(cfg.Registerer, n)
 	nhc := config.NodeHostConfig{
 		DeploymentID:        deploymentID,
@@ -93,8 +95,9 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 		MaxSendQueueSize:    sendQueueBytes,
 		MaxReceiveQueueSize: sendQueueBytes,
 		Expert: config.ExpertConfig{
-			Engine: config.EngineConfig{ExecShards: execShards, CommitShards: 1, ApplyShards: 4, SnapshotShards: 2, CloseShards: 2},
-			LogDB:  logDBConfig(),
+			Engine:           config.EngineConfig{ExecShards: execShards, CommitShards: 1, ApplyShards: 4, SnapshotShards: 2, CloseShards: 2},
+			LogDB:            logDBConfig(),
+			TransportFactory: cfg.Transport,
 		},
 	}
 	nh, err := dragonboat.NewNodeHost(nhc)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/coordinatord/coordinatord/internal/raftlog"
+	"github.com/coordinatord/coordinatord/internal/raftnet"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 )
 
@@ -80,6 +81,7 @@ func (c *testCluster) start(id uint64) *Node {
 		Fatal:       func(err error) { c.t.Errorf("node %d: fatal: %v", id, err) },
 		GRPCAddress: fmt.Sprintf("node-%d:7070", id),
 		Config:      c.configFor(id),
+		Transport:   raftnet.NewFactory(raftnet.Options{}),
 	})
 	if err != nil {
 		c.t.Fatal(err)

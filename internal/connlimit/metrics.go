@@ -13,7 +13,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sharecoord_connections_open",
-			Help: "Client connections held open, by listener (grpc, metrics).",
+			Help: "Connections held open, by listener (grpc, metrics, raft).",
 		}, []string{"listener"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sharecoord_connections_refused_total",

@@ -223,6 +223,9 @@ func (b Broker) SendTimeoutMs() int64 { return b.longOf(keySendTimeoutMs) }
 // GRPCMaxPendingResponseBytes is grpc.max.pending.response.bytes.
 func (b Broker) GRPCMaxPendingResponseBytes() int64 { return b.longOf(keyGRPCMaxPendingResponse) }
 
+// RaftMaxConnections is raft.max.connections.
+func (b Broker) RaftMaxConnections() int { return b.intOf(keyRaftMaxConnections) }
+
 // MetricsMaxConnections is metrics.max.connections.
 func (b Broker) MetricsMaxConnections() int { return b.intOf(keyMetricsMaxConnections) }
 

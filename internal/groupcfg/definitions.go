@@ -59,6 +59,7 @@ const (
 	keyGRPCMaxPendingResponse   = "grpc.max.pending.response.bytes"
 	keyMetricsMaxConnections    = "metrics.max.connections"
 	keyMetricsMaxConnectionsPer = "metrics.max.connections.per.ip"
+	keyRaftMaxConnections       = "raft.max.connections"
 	keyMemoryLimitBytes         = "memory.limit.bytes"
 
 	keySessionTimeout      = "share.session.timeout.ms"
@@ -85,11 +86,13 @@ const (
 	KeyTLSClientCAFile           = "tls.client.ca.file"
 	KeyTLSClientAuth             = "tls.client.auth"
 	KeyTLSMinVersion             = "tls.min.version"
+	KeyTLSPeerCAFile             = "tls.peer.ca.file"
 	KeyMetricsTLSEnabled         = "metrics.tls.enabled"
 	KeyAuthorizerEnabled         = "authorizer.enabled"
 	KeyAuthorizerClusterAction   = "authorizer.cluster.action.principals"
 	KeyAuthorizerAlterConfigs    = "authorizer.alter.configs.principals"
 	KeyAuthorizerDescribeConfigs = "authorizer.describe.configs.principals"
+	KeyAuthorizerAlterCluster    = "authorizer.alter.cluster.principals"
 )
 
 // KeyStateLogSync is the server key that chooses how state-log appends are made durable.
@@ -496,6 +499,14 @@ func resourceDefinitions() []Definition {
 				"sent alone.",
 		},
 		{
+			Name: keyRaftMaxConnections, Type: TypeInt, Default: "128", Validator: Between(8, 65536),
+			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
+			Doc: "Cluster mode: the most connections the replication port (--raft-listen) holds open at once, and a " +
+				"quarter of it from one IP address; a further one is closed as soon as it is accepted. Each peer holds one, " +
+				"and one more per snapshot it sends. Its connections have the handshake, idle and send timeouts of the " +
+				"gRPC port (connections.*.ms).",
+		},
+		{
 			Name: keyMetricsMaxConnections, Type: TypeInt, Default: "64", Validator: Between(1, 1000000),
 			Importance: ImportanceLow, Scope: ScopeBroker, Server: true,
 			Doc: "The most connections the metrics port (/metrics, /healthz, /readyz) holds open at once; a further one " +
@@ -559,6 +570,15 @@ func securityDefinitions() []Definition {
 				"client's principal \"User:\" + its subject DN in RFC 2253 form, e.g. User:CN=broker-1,O=Acme.",
 		},
 		{
+			Name: KeyTLSPeerCAFile, Type: TypeString, Default: "",
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "Cluster mode: PEM file with the CA certificates that sign the nodes' certificates. With tls.enabled=true " +
+				"(which cluster mode then requires it for) the replication port (--raft-listen) is mutual TLS: each node " +
+				"presents tls.cert.file (it needs both the serverAuth and the clientAuth extended key usage, and the host of " +
+				"its replication address among its names) and accepts only peers whose certificate this CA signs, so a " +
+				"process without one can neither join nor send a Raft message. Read at start and on SIGHUP.",
+		},
+		{
 			Name: KeyTLSMinVersion, Type: TypeString, Default: "TLSv1.2",
 			Validator:  OneOf{"TLSv1.2", "TLSv1.3"},
 			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
@@ -599,6 +619,12 @@ func securityDefinitions() []Definition {
 			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
 			Doc: "The principals allowed the describe_configs permission (DescribeConfigs), as in " +
 				"authorizer.cluster.action.principals. Empty allows nobody. Needs authorizer.enabled=true.",
+		},
+		{
+			Name: KeyAuthorizerAlterCluster, Type: TypeString, Default: "", Validator: principalsRule(),
+			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
+			Doc: "The principals allowed the alter_cluster permission (ClusterService.TransferLeader, Kafka's alter on " +
+				"the cluster), as in authorizer.cluster.action.principals. Empty allows nobody. Needs authorizer.enabled=true.",
 		},
 	}
 }

@@ -132,7 +132,7 @@ func edgeCases(t *testing.T, d *Definition, lo, hi int64) []edgeCase {
 		}
 	}
 	switch d.Name {
-	case KeyAuthorizerClusterAction, KeyAuthorizerAlterConfigs, KeyAuthorizerDescribeConfigs:
+	case KeyAuthorizerClusterAction, KeyAuthorizerAlterConfigs, KeyAuthorizerDescribeConfigs, KeyAuthorizerAlterCluster:
 		return []edgeCase{
 			{value: "", ok: true}, {value: "*", ok: true}, {value: "User:CN=broker-1,O=Acme", ok: true},
 			{value: " User:CN=a,O=Acme ; User:CN=b\\,c ;; * ", ok: true},

@@ -33,6 +33,9 @@ const (
 	PermissionAlterConfigs Permission = "alter_configs"
 	// PermissionDescribeConfigs is required by ConfigService.DescribeConfigs.
 	PermissionDescribeConfigs Permission = "describe_configs"
+	// PermissionAlterCluster is required by ClusterService.TransferLeader, as Kafka requires
+	// alter on the cluster to move partitions' replicas and leaders.
+	PermissionAlterCluster Permission = "alter_cluster"
 )
 
 // AuthorizerConfig lists, per permission, the principals holding it: principal names as
@@ -42,6 +45,7 @@ type AuthorizerConfig struct {
 	ClusterAction   []string
 	AlterConfigs    []string
 	DescribeConfigs []string
+	AlterCluster    []string
 }
 
 // Authorizer decides, per unary call, whether the client may make it. The principal is the
@@ -98,6 +102,7 @@ func NewAuthorizer(logger *zap.Logger, cfg AuthorizerConfig) *Authorizer {
 			PermissionClusterAction:   newGrant(cfg.ClusterAction),
 			PermissionAlterConfigs:    newGrant(cfg.AlterConfigs),
 			PermissionDescribeConfigs: newGrant(cfg.DescribeConfigs),
+			PermissionAlterCluster:    newGrant(cfg.AlterCluster),
 		},
 		methods: make(map[string]Permission),
 		open: map[string]bool{
@@ -112,6 +117,9 @@ func NewAuthorizer(logger *zap.Logger, cfg AuthorizerConfig) *Authorizer {
 	cfgSvc := pb.ConfigService_ServiceDesc.ServiceName
 	a.methods[fullMethod(cfgSvc, "IncrementalAlterConfigs")] = PermissionAlterConfigs
 	a.methods[fullMethod(cfgSvc, "DescribeConfigs")] = PermissionDescribeConfigs
+	clusterSvc := pb.ClusterService_ServiceDesc.ServiceName
+	a.methods[fullMethod(clusterSvc, "ListNodes")] = PermissionDescribeConfigs
+	a.methods[fullMethod(clusterSvc, "TransferLeader")] = PermissionAlterCluster
 	return a
 }
 
@@ -176,6 +184,7 @@ func peerAddr(ctx context.Context) string {
 
 // String describes the grants, one permission per clause, for the start-up log.
 func (c AuthorizerConfig) String() string {
-	return fmt.Sprintf("cluster_action=%s alter_configs=%s describe_configs=%s",
-		strings.Join(c.ClusterAction, ";"), strings.Join(c.AlterConfigs, ";"), strings.Join(c.DescribeConfigs, ";"))
+	return fmt.Sprintf("cluster_action=%s alter_configs=%s describe_configs=%s alter_cluster=%s",
+		strings.Join(c.ClusterAction, ";"), strings.Join(c.AlterConfigs, ";"), strings.Join(c.DescribeConfigs, ";"),
+		strings.Join(c.AlterCluster, ";"))
 }

@@ -250,6 +250,12 @@ func TestRequiredPermission(t *testing.T) {
 			t.Errorf("%s: %v %v", m.MethodName, p, ok)
 		}
 	}
+	want := map[string]Permission{"ListNodes": PermissionDescribeConfigs, "TransferLeader": PermissionAlterCluster}
+	for _, m := range pb.ClusterService_ServiceDesc.Methods {
+		if p, ok := a.methods["/sharecoord.v1.ClusterService/"+m.MethodName]; !ok || p != want[m.MethodName] {
+			t.Errorf("%s: %v %v, want %v", m.MethodName, p, ok, want[m.MethodName])
+		}
+	}
 	if _, ok := a.methods["/grpc.health.v1.Health/Check"]; ok {
 		t.Error("health needs a permission")
 	}

@@ -38,6 +38,26 @@ func (h *healthCaller) call(ctx context.Context) string {
 	return ""
 }
 
+// stateClient is what the write phase calls: a connection's generated client, or the client
+// package's routing Client (Config.Cluster).
+type stateClient interface {
+	InitializeShareGroupState(context.Context, *pb.InitializeShareGroupStateRequest) (*pb.InitializeShareGroupStateResponse, error)
+	WriteShareGroupState(context.Context, *pb.WriteShareGroupStateRequest) (*pb.WriteShareGroupStateResponse, error)
+}
+
+// connClient is a stateClient over one connection.
+type connClient struct {
+	c pb.ShareCoordinatorServiceClient
+}
+
+func (c connClient) InitializeShareGroupState(ctx context.Context, r *pb.InitializeShareGroupStateRequest) (*pb.InitializeShareGroupStateResponse, error) {
+	return c.c.InitializeShareGroupState(ctx, r)
+}
+
+func (c connClient) WriteShareGroupState(ctx context.Context, r *pb.WriteShareGroupStateRequest) (*pb.WriteShareGroupStateResponse, error) {
+	return c.c.WriteShareGroupState(ctx, r)
+}
+
 // writeSet is the set of share partitions the write phase writes, shared by its callers. Calls
 // take the partitions in turn (round-robin over all callers), and the next start offset of each
 // partition atomically, so callers sharing a partition write disjoint, advancing ranges.
@@ -49,8 +69,7 @@ type writeSet struct {
 
 // newWriteSet initializes cfg.Keys share partitions (state epoch 1, start offset 0), so that the
 // writes find state to update; running a test twice against one server re-initializes them.
-func newWriteSet(ctx context.Context, conn *grpc.ClientConn, cfg Config) (*writeSet, error) {
-	client := pb.NewShareCoordinatorServiceClient(conn)
+func newWriteSet(ctx context.Context, client stateClient, cfg Config) (*writeSet, error) {
 	for lo := 0; lo < cfg.Keys; lo += initChunk {
 		hi := min(lo+initChunk, cfg.Keys)
 		parts := make([]*pb.InitializeStatePartition, 0, hi-lo)
@@ -75,8 +94,8 @@ func newWriteSet(ctx context.Context, conn *grpc.ClientConn, cfg Config) (*write
 	return &writeSet{cfg: cfg, next: make([]atomic.Int64, cfg.Keys)}, nil
 }
 
-// caller returns a caller sending on conn.
-func (s *writeSet) caller(conn *grpc.ClientConn) *writeCaller {
+// caller returns a caller sending through client.
+func (s *writeSet) caller(client stateClient) *writeCaller {
 	batches := make([]*pb.StateBatch, s.cfg.BatchesPerWrite)
 	for i := range batches {
 		batches[i] = &pb.StateBatch{DeliveryCount: 1}
@@ -85,7 +104,7 @@ func (s *writeSet) caller(conn *grpc.ClientConn) *writeCaller {
 	part := &pb.WriteStatePartition{StateEpoch: 1, LeaderEpoch: 1, StateBatches: batches, DeliveryCompleteCount: &dcc}
 	return &writeCaller{
 		set:    s,
-		client: pb.NewShareCoordinatorServiceClient(conn),
+		client: client,
 		part:   part,
 		req: &pb.WriteShareGroupStateRequest{
 			GroupId: s.cfg.GroupID,
@@ -98,7 +117,7 @@ func (s *writeSet) caller(conn *grpc.ClientConn) *writeCaller {
 // a unary call has marshalled it by the time it returns.
 type writeCaller struct {
 	set    *writeSet
-	client pb.ShareCoordinatorServiceClient
+	client stateClient
 	part   *pb.WriteStatePartition
 	req    *pb.WriteShareGroupStateRequest
 }

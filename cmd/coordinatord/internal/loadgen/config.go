@@ -56,6 +56,11 @@ type Config struct {
 
 	// DialOptions replace the default (plaintext) client options.
 	DialOptions []grpc.DialOption
+
+	// Cluster sends the writes (and the initializing calls) through the client package, which
+	// asks Target who leads each key's state partition and sends the key there: for a cluster,
+	// whose nodes serve only the partitions they lead. The health phase still calls Target.
+	Cluster bool
 }
 
 func (c Config) withDefaults() Config {

@@ -12,7 +12,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/coordinatord/coordinatord/client"
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/latency"
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
 )
 
 // callTimeout bounds one call, so that a stuck server cannot hang a run.
@@ -123,11 +125,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		case KindHealth:
 			newCaller = func(w int) caller { return newHealthCaller(conns[w%len(conns)]) }
 		case KindWrite:
-			ws, err := newWriteSet(ctx, conns[0], cfg)
+			clients, err := stateClients(cfg, conns, opts)
 			if err != nil {
 				return rep, err
 			}
-			newCaller = func(w int) caller { return ws.caller(conns[w%len(conns)]) }
+			defer clients.close()
+			ws, err := newWriteSet(ctx, clients.of(0), cfg)
+			if err != nil {
+				return rep, err
+			}
+			newCaller = func(w int) caller { return ws.caller(clients.of(w)) }
 		}
 		res, err := runPhase(ctx, cfg, kind, newCaller)
 		rep.Phases = append(rep.Phases, res)
@@ -136,6 +143,39 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// writeClients are the write phase's clients: one per connection, or one routing client per
+// connection's worth of callers (Config.Cluster).
+type writeClients struct {
+	clients []stateClient
+	routed  []*client.Client
+}
+
+func stateClients(cfg Config, conns []*grpc.ClientConn, opts []grpc.DialOption) (*writeClients, error) {
+	wc := &writeClients{}
+	for _, c := range conns {
+		if !cfg.Cluster {
+			wc.clients = append(wc.clients, connClient{pb.NewShareCoordinatorServiceClient(c)})
+			continue
+		}
+		rc, err := client.New(client.Options{Bootstrap: []string{cfg.Target}, DialOptions: opts})
+		if err != nil {
+			wc.close()
+			return nil, fmt.Errorf("a routing client of %s: %w", cfg.Target, err)
+		}
+		wc.routed = append(wc.routed, rc)
+		wc.clients = append(wc.clients, rc)
+	}
+	return wc, nil
+}
+
+func (wc *writeClients) of(worker int) stateClient { return wc.clients[worker%len(wc.clients)] }
+
+func (wc *writeClients) close() {
+	for _, rc := range wc.routed {
+		_ = rc.Close()
+	}
 }
 
 func closeAll(conns []*grpc.ClientConn) {

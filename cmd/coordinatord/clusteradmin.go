@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/coordinatord/coordinatord/internal/cluster"
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+// maxTransferWait bounds how long TransferLeader waits for the leadership to move.
+const maxTransferWait = 30 * time.Second
+
+// clusterAdmin serves ClusterService over a cluster node; a single node (node nil) answers
+// FAILED_PRECONDITION.
+type clusterAdmin struct {
+	pb.UnimplementedClusterServiceServer
+	node *cluster.Node
+}
+
+var errSingleNode = status.Error(codes.FailedPrecondition,
+	"this server runs as a single node (no --initial-cluster): ClusterService needs cluster mode")
+
+func (a *clusterAdmin) ListNodes(context.Context, *pb.ListNodesRequest) (*pb.ListNodesResponse, error) {
+	if a.node == nil {
+		return nil, errSingleNode
+	}
+	resp := &pb.ListNodesResponse{AnsweredBy: int32(a.node.NodeID()), Partitions: int32(a.node.Partitions())}
+	for _, st := range a.node.Nodes() {
+		n := &pb.ClusterNode{
+			NodeId: int32(st.ID), GrpcAddress: st.GRPCAddress, RaftAddress: st.RaftAddress,
+			LastContactMs: -1, Replicas: int32(st.Replicas), Leaders: int32(st.Leaders),
+		}
+		if st.LastContact >= 0 {
+			n.LastContactMs = st.LastContact.Milliseconds()
+		}
+		switch st.State {
+		case cluster.PeerSelf:
+			n.State = pb.ClusterNodeState_CLUSTER_NODE_STATE_SELF
+		case cluster.PeerUp:
+			n.State = pb.ClusterNodeState_CLUSTER_NODE_STATE_UP
+		case cluster.PeerUnreachable:
+			n.State = pb.ClusterNodeState_CLUSTER_NODE_STATE_UNREACHABLE
+		}
+		resp.Nodes = append(resp.Nodes, n)
+	}
+	return resp, nil
+}
+
+func (a *clusterAdmin) TransferLeader(ctx context.Context, req *pb.TransferLeaderRequest) (*pb.TransferLeaderResponse, error) {
+	if a.node == nil {
+		return nil, errSingleNode
+	}
+	if req.GetNodeId() < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "node_id %d: want a node id ≥ 1, or 0 to clear the preference", req.GetNodeId())
+	}
+	ctx, cancel := context.WithTimeout(ctx, maxTransferWait)
+	defer cancel()
+	leader, err := a.node.TransferLeader(ctx, int(req.GetPartition()), uint64(req.GetNodeId()))
+	switch {
+	case err == nil:
+		return &pb.TransferLeaderResponse{LeaderNodeId: int32(leader)}, nil
+	case errors.Is(err, cluster.ErrNoSuchPartition), errors.Is(err, cluster.ErrNotAReplica):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return nil, status.Error(codes.Canceled, err.Error())
+	default:
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+}
