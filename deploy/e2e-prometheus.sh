@@ -8,7 +8,10 @@
 #   4. runs cmd/promcheck: every dashboard query must run, no dashboard query or alert expression
 #      may name a metric without series, every alert must be loaded and evaluate cleanly, and
 #      every metric the server exports must be in promspec's list the offline checks use;
-#   5. stops coordinatord with SIGTERM and reports how it exited.
+#   5. stops coordinatord with SIGTERM and reports how it exited;
+#   6. does the same with a three-node cluster (gRPC ports GRPC_PORT+100, +110, +120, each with
+#      its metrics and replication ports next to it) under `bench load --cluster`, where every
+#      query of the cluster's metrics (sharecoord_raft_*) must return data.
 # Only 127.0.0.1 is used. Ports: GRPC_PORT, METRICS_PORT, PROM_PORT (defaults 17070, 17071, 19090).
 # Usage: COORDINATORD_BIN=/path/to/coordinatord deploy/e2e-prometheus.sh   (from any directory)
 set -euo pipefail
@@ -29,9 +32,10 @@ metrics_url="http://127.0.0.1:$METRICS_PORT"
 work=$(mktemp -d)
 server_pid=""
 prom_pid=""
+cluster_pids=()
 cleanup() {
 	status=$?
-	for pid in "$prom_pid" "$server_pid"; do
+	for pid in "$prom_pid" "$server_pid" "${cluster_pids[@]}"; do
 		if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
 			kill "$pid" 2>/dev/null || true
 			wait "$pid" 2>/dev/null || true
@@ -147,5 +151,54 @@ if [ "$exit_status" -ne 0 ]; then
 	echo "a graceful shutdown should exit 0" >&2
 	exit 1
 fi
+
+step "cluster: three nodes"
+# The cluster's queries (the sharecoord_raft_* metrics) must all return data here: a second
+# Prometheus scrapes three nodes on 127.0.0.1 under a load that goes through each partition's
+# leader.
+kill -TERM "$prom_pid"
+wait "$prom_pid" 2>/dev/null || true
+prom_pid=""
+initial="1=127.0.0.1:$((GRPC_PORT + 102)),2=127.0.0.1:$((GRPC_PORT + 112)),3=127.0.0.1:$((GRPC_PORT + 122))"
+targets=()
+for id in 1 2 3; do
+	base=$((GRPC_PORT + 90 + 10 * id))
+	node=("$bin" --config base/coordinatord.properties --data-dir "$work/node$id" --node-id "$id"
+		--listen "127.0.0.1:$base" --metrics-listen "127.0.0.1:$((base + 1))" --raft-listen "127.0.0.1:$((base + 2))"
+		--initial-cluster "$initial")
+	printf '+ %s &\n' "${node[*]}"
+	"${node[@]}" >"$work/node$id.log" 2>&1 &
+	cluster_pids+=("$!")
+	targets+=("\"127.0.0.1:$((base + 1))\"")
+done
+server_pid="${cluster_pids[0]}"
+for id in 1 2 3; do
+	wait_for 120 curl -fsS "http://127.0.0.1:$((GRPC_PORT + 91 + 10 * id))/readyz"
+done
+echo "three nodes are ready"
+sed -e "s|targets: \[\"127.0.0.1:$METRICS_PORT\"\]|targets: [$(IFS=,; echo "${targets[*]}")]|" \
+	"$work/prometheus.yml" >"$work/prometheus-cluster.yml"
+run promtool check config "$work/prometheus-cluster.yml"
+prom=(prometheus --config.file="$work/prometheus-cluster.yml" --storage.tsdb.path="$work/tsdb-cluster"
+	--web.listen-address="127.0.0.1:$PROM_PORT")
+printf '+ %s &\n' "${prom[*]}"
+"${prom[@]}" >"$work/prometheus-cluster.log" 2>&1 &
+prom_pid=$!
+wait_for 60 curl -fsS "$prom_url/-/ready"
+wait_for 60 scraped_at_least 3
+run "$bin" bench load --cluster --target "127.0.0.1:$((GRPC_PORT + 100))" --phases write --duration 15s \
+	--concurrency 8 2>&1 | tee "$work/load-cluster.log"
+before=$(prom_value 'sum_over_time(up{job="coordinatord"}[10m])')
+wait_for 30 scraped_at_least $((${before%.*} + 9))
+run go run ./cmd/promcheck -prometheus "$prom_url" -dashboard monitoring/dashboard.json \
+	-rules monitoring/alerts.yaml -rate-interval 1m -rule-health -require-data 'sharecoord_raft_.*'
+for pid in "${cluster_pids[@]}"; do
+	kill -TERM "$pid"
+done
+for pid in "${cluster_pids[@]}"; do
+	wait "$pid" || { echo "a cluster node exited with status $? after SIGTERM" >&2; exit 1; }
+done
+server_pid=""
+echo "the three nodes stopped"
 
 printf '\ndeploy/e2e-prometheus.sh: passed\n'

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"time"
 
@@ -58,6 +59,8 @@ type checker struct {
 	start    time.Time
 	end      time.Time
 	seen     map[string]int // selector → series count
+	// require matches the metrics whose queries must return data: their findings are fatal.
+	require *regexp.Regexp
 }
 
 // check returns the findings for s: unparsable PromQL, a metric with no series at all or a
@@ -70,6 +73,10 @@ func (c *checker) check(ctx context.Context, s subject) ([]finding, error) {
 	if err != nil {
 		return []finding{{source: s.source, problem: err.Error(), fatal: true}}, nil
 	}
+	required := false // a query of the metrics that must have data (-require-data)
+	for _, sel := range selectors {
+		required = required || (c.require != nil && c.require.MatchString(sel.Metric))
+	}
 	var out []finding
 	for _, sel := range selectors {
 		byName := fmt.Sprintf("{__name__=%q}", sel.Metric)
@@ -80,7 +87,7 @@ func (c *checker) check(ctx context.Context, s subject) ([]finding, error) {
 		if n == 0 {
 			if cond := promspec.OnlyWith(sel.Metric); cond != "" {
 				// Not fatal (the server checked may run without it), but never silent.
-				out = append(out, finding{source: s.source, problem: fmt.Sprintf("metric %s has no series (exported only with %s)", sel.Metric, cond)})
+				out = append(out, finding{source: s.source, problem: fmt.Sprintf("metric %s has no series (exported only with %s)", sel.Metric, cond), fatal: required})
 				continue
 			}
 			out = append(out, finding{source: s.source, problem: fmt.Sprintf("metric %s has no series", sel.Metric), fatal: true})
@@ -90,7 +97,7 @@ func (c *checker) check(ctx context.Context, s subject) ([]finding, error) {
 			return nil, err
 		}
 		if n == 0 {
-			out = append(out, finding{source: s.source, problem: fmt.Sprintf("selector %s matches no series", sel)})
+			out = append(out, finding{source: s.source, problem: fmt.Sprintf("selector %s matches no series", sel), fatal: required})
 		}
 	}
 	if !s.evaluate {
@@ -101,7 +108,7 @@ func (c *checker) check(ctx context.Context, s subject) ([]finding, error) {
 		return append(out, finding{source: s.source, problem: fmt.Sprintf("query %q failed: %v", expr, err), fatal: true}), nil
 	}
 	if n == 0 {
-		out = append(out, finding{source: s.source, problem: fmt.Sprintf("query %q returned no data", expr)})
+		out = append(out, finding{source: s.source, problem: fmt.Sprintf("query %q returned no data", expr), fatal: required})
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "time limit of the whole check")
 	flag.BoolVar(&cfg.strict, "strict", false, "also fail on selectors that match no series and queries that return no data")
 	flag.BoolVar(&cfg.ruleHealth, "rule-health", false, "also require every alert to be loaded by the Prometheus and to evaluate without error")
+	flag.StringVar(&cfg.require, "require-data", "", "regular expression of metric names whose queries must return data (fail, not warn)")
 	flag.StringVar(&cfg.job, "job", "coordinatord", "scrape job of the server, whose metrics must all be known to promspec")
 	flag.Parse()
 	failed, err := run(cfg, os.Stdout)
@@ -38,6 +40,7 @@ func main() {
 
 type config struct {
 	prometheus, dashboard, rules, interval, job string
+	require                                     string
 	lookback, timeout                           time.Duration
 	strict, ruleHealth                          bool
 }
@@ -60,6 +63,12 @@ func run(cfg config, w io.Writer) (failed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	var require *regexp.Regexp
+	if cfg.require != "" {
+		if require, err = regexp.Compile("^(?:" + cfg.require + ")$"); err != nil {
+			return false, fmt.Errorf("-require-data: %w", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
 	now := time.Now()
@@ -69,6 +78,7 @@ func run(cfg config, w io.Writer) (failed bool, err error) {
 		start:    now.Add(-cfg.lookback),
 		end:      now,
 		seen:     map[string]int{},
+		require:  require,
 	}
 	health := map[string][]finding{} // by subject source
 	if cfg.ruleHealth {

@@ -113,6 +113,7 @@ func TestRun(t *testing.T) {
 		panelExprs []string
 		alertExpr  string
 		strict     bool
+		require    string          // -require-data
 		extra      []labels.Labels // series besides the common ones
 		ruleHealth []ruleState     // nil: -rule-health off
 		wantFailed bool
@@ -146,6 +147,13 @@ func TestRun(t *testing.T) {
 			strict:     true,
 			wantFailed: true,
 			wantOutput: []string{"promcheck: 3 passed, 1 failed"}},
+		{name: "required metrics must have data",
+			panelExprs: []string{`sum(rate(sharecoord_state_operations_total{code!="NONE"}[$__rate_interval]))`, `up`},
+			alertExpr:  `sharecoord_tls_certificate_not_after_seconds - time() < 86400`,
+			require:    `sharecoord_(state_operations|tls)_.*`,
+			wantFailed: true,
+			wantOutput: []string{`FAIL dashboard panel 1 "p" A: selector`, "FAIL alert A: metric sharecoord_tls_certificate_not_after_seconds has no series",
+				"promcheck: 3 passed, 2 failed"}},
 		{name: "healthy rule",
 			panelExprs: []string{`up`},
 			alertExpr:  `up == 0`,
@@ -188,6 +196,7 @@ func TestRun(t *testing.T) {
 				lookback:   time.Hour,
 				timeout:    time.Minute,
 				strict:     tt.strict,
+				require:    tt.require,
 				ruleHealth: tt.ruleHealth != nil,
 			}
 			var out bytes.Buffer

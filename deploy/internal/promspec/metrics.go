@@ -59,6 +59,8 @@ var exportedKinds = map[string]string{
 	"sharecoord_raft_applied_index":                      Gauge,
 	"sharecoord_raft_caught_up":                          Gauge,
 	"sharecoord_raft_replica_failed":                     Gauge,
+	"sharecoord_raft_replicas":                           Gauge,
+	"sharecoord_raft_peer_last_contact_seconds":          Gauge,
 	"sharecoord_write_latency_seconds":                   Histogram,
 	"sharecoord_fsync_duration_seconds":                  Histogram,
 	"sharecoord_commit_batch_records":                    Histogram,
