@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/coordinatord/coordinatord/deploy/internal/promspec"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -71,8 +72,32 @@ func TestChecksCatchMistakes(t *testing.T) {
 		check  func(*manifests) error
 		mutate func(t *testing.T, m *manifests)
 	}{
-		{"two replicas", checkReplicas, func(t *testing.T, m *manifests) {
-			m.statefulSets[0].Spec.Replicas = ptr.To[int32](2)
+		{"four replicas for three members", checkCluster, func(t *testing.T, m *manifests) {
+			m.statefulSets[0].Spec.Replicas = ptr.To[int32](4)
+		}},
+		{"a member not named by its pod", checkCluster, func(t *testing.T, m *manifests) {
+			setArg(t, m, "--initial-cluster=", "--initial-cluster=1=coordinatord-0.coordinatord-headless.$(POD_NAMESPACE).svc:7072,"+
+				"2=coordinatord-2.coordinatord-headless.$(POD_NAMESPACE).svc:7072,3=coordinatord-1.coordinatord-headless.$(POD_NAMESPACE).svc:7072")
+		}},
+		{"a fixed node id", checkCluster, func(t *testing.T, m *manifests) {
+			c := container(t, m)
+			c.Args = append(c.Args, "--node-id=1")
+		}},
+		{"pods started in order", checkCluster, func(t *testing.T, m *manifests) {
+			m.statefulSets[0].Spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+		}},
+		{"raft on loopback", checkCluster, func(t *testing.T, m *manifests) {
+			setArg(t, m, "--raft-listen=", "--raft-listen=127.0.0.1:7072")
+		}},
+		{"raft port not in the headless Service", checkCluster, func(t *testing.T, m *manifests) {
+			for _, s := range m.services {
+				if s.Spec.ClusterIP == corev1.ClusterIPNone {
+					s.Spec.Ports = s.Spec.Ports[:1]
+				}
+			}
+		}},
+		{"two pods may share a machine", checkCluster, func(t *testing.T, m *manifests) {
+			m.statefulSets[0].Spec.Template.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = nil
 		}},
 		{"data dir not on the claim", checkDataDir, func(t *testing.T, m *manifests) {
 			container(t, m).VolumeMounts[0].MountPath = "/data"

@@ -23,6 +23,7 @@ const (
 	dataDir          = "/var/lib/coordinatord"
 	grpcPort         = 7070
 	metricsPort      = 7071
+	raftPort         = 7072
 	propertiesKey    = "coordinatord.properties"
 	drainKey         = "shutdown.drain.timeout.ms"
 	defaultDrain     = 20 * time.Second // built-in default of shutdown.drain.timeout.ms
@@ -40,7 +41,7 @@ type check struct {
 // workloadChecks hold for the base and for every overlay.
 func workloadChecks() []check {
 	return []check{
-		{"single replica", checkReplicas},
+		{"a three-node cluster", checkCluster},
 		{"data dir on the volume claim", checkDataDir},
 		{"listen ports are container ports", checkListenPorts},
 		{"advertised address is the pod's DNS name", checkAdvertisedListen},
@@ -73,14 +74,91 @@ func statefulSetContainer(m *manifests) (*appsv1.StatefulSet, *corev1.Container,
 	return sts, c, flags, nil
 }
 
-// checkReplicas: every process owns every state partition today, so two replicas would diverge.
-func checkReplicas(m *manifests) error {
-	sts, err := m.statefulSet()
+// checkCluster: a three-node cluster whose --initial-cluster names the StatefulSet's pods by
+// their stable names in the headless Service, each pod's node id its ordinal plus one, the
+// replication port a named container port that the headless Service exposes, pods started
+// together (a node is ready once a majority runs) and never two on one machine.
+func checkCluster(m *manifests) error {
+	sts, c, flags, err := statefulSetContainer(m)
 	if err != nil {
 		return err
 	}
-	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 1 {
-		return fmt.Errorf("replicas = %v, want 1", sts.Spec.Replicas)
+	initial, err := flags.one("initial-cluster")
+	if err != nil {
+		return err
+	}
+	members := strings.Split(initial, ",")
+	if sts.Spec.Replicas == nil || int(*sts.Spec.Replicas) != len(members) || len(members) != 3 {
+		return fmt.Errorf("replicas = %v and --initial-cluster names %d members, want 3 and 3", sts.Spec.Replicas, len(members))
+	}
+	for i, member := range members {
+		want := fmt.Sprintf("%d=%s-%d.%s.$(POD_NAMESPACE).svc:%d", i+1, sts.Name, i, sts.Spec.ServiceName, raftPort)
+		if member != want {
+			return fmt.Errorf("--initial-cluster member %q, want %q", member, want)
+		}
+	}
+	if got, err := flags.one("node-id-from-pod-name"); err != nil || got != "$(POD_NAME)" {
+		return fmt.Errorf("--node-id-from-pod-name=%q (%v), want $(POD_NAME)", got, err)
+	}
+	if _, ok := flags["node-id"]; ok {
+		return errors.New("--node-id is set: the node id must come from the pod's ordinal")
+	}
+	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		return fmt.Errorf("podManagementPolicy %q, want Parallel: a node is ready only once a majority runs", sts.Spec.PodManagementPolicy)
+	}
+	if err := checkRaftPort(m, sts, c, flags); err != nil {
+		return err
+	}
+	return checkAntiAffinity(sts)
+}
+
+// checkRaftPort: --raft-listen binds all interfaces on the container port named raft, which the
+// headless Service exposes to the other pods, resolvable before they are ready.
+func checkRaftPort(m *manifests, sts *appsv1.StatefulSet, c *corev1.Container, flags commandLine) error {
+	addr, err := flags.one("raft-listen")
+	if err != nil {
+		return err
+	}
+	if addr != fmt.Sprintf("0.0.0.0:%d", raftPort) {
+		return fmt.Errorf("--raft-listen=%s, want 0.0.0.0:%d", addr, raftPort)
+	}
+	if p, ok := containerPortByName(c, "raft"); !ok || p.ContainerPort != raftPort {
+		return fmt.Errorf("no container port raft = %d", raftPort)
+	}
+	headless, err := m.service(sts.Spec.ServiceName)
+	if err != nil {
+		return err
+	}
+	if !headless.Spec.PublishNotReadyAddresses {
+		return fmt.Errorf("Service %s does not publish addresses of pods not ready: the nodes could not find each other to catch up", headless.Name)
+	}
+	if !slices.ContainsFunc(headless.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "raft" && p.Port == raftPort }) {
+		return fmt.Errorf("Service %s does not expose the raft port %d", headless.Name, raftPort)
+	}
+	return nil
+}
+
+// checkAntiAffinity: two pods never share a machine (required), and spread over zones
+// (preferred).
+func checkAntiAffinity(sts *appsv1.StatefulSet) error {
+	aff := sts.Spec.Template.Spec.Affinity
+	if aff == nil || aff.PodAntiAffinity == nil {
+		return errors.New("no pod anti-affinity: two nodes on one machine would be lost together")
+	}
+	pods := labels.Set(sts.Spec.Template.Labels)
+	selects := func(t corev1.PodAffinityTerm) bool {
+		sel, err := labelSelector(t.LabelSelector)
+		return err == nil && !sel.Empty() && sel.Matches(pods)
+	}
+	if !slices.ContainsFunc(aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, func(t corev1.PodAffinityTerm) bool {
+		return t.TopologyKey == "kubernetes.io/hostname" && selects(t)
+	}) {
+		return errors.New("no required pod anti-affinity on kubernetes.io/hostname selecting the pods")
+	}
+	if !slices.ContainsFunc(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, func(t corev1.WeightedPodAffinityTerm) bool {
+		return t.PodAffinityTerm.TopologyKey == "topology.kubernetes.io/zone" && selects(t.PodAffinityTerm)
+	}) {
+		return errors.New("no preferred pod anti-affinity on topology.kubernetes.io/zone selecting the pods")
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -78,4 +79,32 @@ func TestClusterTLSNeedsThePeerCA(t *testing.T) {
 		"tls.enabled=true in cluster mode needs tls.peer.ca.file")
 	wantBadConfig(t, filepath.Join(t.TempDir(), "data"), nil, append(cluster, "--override", "tls.peer.ca.file="+fx.cas),
 		"tls.peer.ca.file is set but tls.enabled=false")
+}
+
+func TestNodeIDFromPodName(t *testing.T) {
+	for _, tc := range []struct {
+		pod    string
+		want   int32
+		errSub string
+	}{
+		{pod: "coordinatord-0", want: 1},
+		{pod: "my-coordinatord-12", want: 13},
+		{pod: "coordinatord", errSub: "NAME-ORDINAL"},
+		{pod: "coordinatord-x", errSub: "NAME-ORDINAL"},
+		{pod: "coordinatord-+1", errSub: "NAME-ORDINAL"},
+		{pod: "coordinatord-", errSub: "NAME-ORDINAL"},
+		{pod: "coordinatord-99999999999", errSub: "NAME-ORDINAL"},
+	} {
+		f := &serveFlags{podName: tc.pod, nodeID: 1}
+		err := f.nodeIDFromPodName()
+		switch {
+		case tc.errSub != "" && (err == nil || !strings.Contains(err.Error(), tc.errSub)):
+			t.Errorf("%q: error %v, want one saying %q", tc.pod, err, tc.errSub)
+		case tc.errSub == "" && (err != nil || f.nodeID != tc.want):
+			t.Errorf("%q: node id %d, error %v; want %d", tc.pod, f.nodeID, err, tc.want)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	wantBadConfig(t, dir, nil, []string{"--node-id-from-pod-name", "coordinatord-1", "--node-id", "2"}, "give one of them")
+	wantBadConfig(t, dir, nil, []string{"--node-id-from-pod-name", "coordinatord"}, "NAME-ORDINAL")
 }

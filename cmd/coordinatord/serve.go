@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/coordinatord/coordinatord/cmd/coordinatord/internal/shardconfig"
@@ -44,6 +47,8 @@ type serveFlags struct {
 	initialCluster string
 	logLevel       string
 	pprof          bool
+	podName        string           // --node-id-from-pod-name
+	sets           []*pflag.FlagSet // where the flags were registered, to tell which were given
 }
 
 func (f *serveFlags) register(cmd *cobra.Command) {
@@ -55,14 +60,40 @@ func (f *serveFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.advertise, "advertised-listen", "", "HOST:PORT that FindCoordinator returns (default: the --listen address, with this host's name if it listens on all interfaces or on a zoned IPv6 address)")
 	fs.StringVar(&f.dataDir, "data-dir", "./data", "where the state logs and the config store live")
 	fs.Int32Var(&f.nodeID, "node-id", 1, "this node's id (FindCoordinator, BROKER resource name; in a cluster its id in --initial-cluster)")
+	fs.StringVar(&f.podName, "node-id-from-pod-name", "", "take --node-id from a StatefulSet pod's name (such as $(POD_NAME)): its ordinal, the number after the last '-', plus one")
+	f.sets = append(f.sets, fs)
 	fs.StringVar(&f.raftListen, "raft-listen", "127.0.0.1:7072", "cluster mode: this node's replication address (HOST:PORT)")
 	fs.StringVar(&f.initialCluster, "initial-cluster", "", "cluster mode: ID=HOST:PORT,... the ids and replication addresses of the founding members, the same on every founding node; absent: a single node")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.pprof, "enable-pprof", false, "serve Go's runtime profiles at /debug/pprof/ on the metrics port")
 }
 
+// nodeIDFromPodName sets the node id from --node-id-from-pod-name, if given: a StatefulSet names
+// its pods NAME-0, NAME-1, ..., and node ids start at 1.
+func (f *serveFlags) nodeIDFromPodName() error {
+	if f.podName == "" {
+		return nil
+	}
+	for _, fs := range f.sets {
+		if fs.Changed("node-id") {
+			return errors.New("--node-id and --node-id-from-pod-name: give one of them")
+		}
+	}
+	i := strings.LastIndexByte(f.podName, '-')
+	digits := f.podName[i+1:]
+	ordinal, err := strconv.ParseInt(digits, 10, 32)
+	if i < 0 || err != nil || strings.Trim(digits, "0123456789") != "" || ordinal >= math.MaxInt32 {
+		return fmt.Errorf("--node-id-from-pod-name %q: want a StatefulSet pod's name, NAME-ORDINAL (such as coordinatord-0)", f.podName)
+	}
+	f.nodeID = int32(ordinal) + 1
+	return nil
+}
+
 // serve runs the server until ctx ends, then shuts it down gracefully.
 func serve(ctx context.Context, e env, f *serveFlags) (err error) {
+	if err := f.nodeIDFromPodName(); err != nil {
+		return badConfig(err)
+	}
 	if f.nodeID < 0 {
 		return badConfig(fmt.Errorf("--node-id %d: want a node id >= 0", f.nodeID))
 	}
