@@ -6,7 +6,9 @@
 // finish its TLS handshake, when TLS is on, and its preface within the handshake timeout, and is
 // closed when it sends nothing for the idle timeout or when a message it announced does not
 // arrive in time. A message announces its length, at most MaxFrameBytes, and the buffer it is read
-// into grows with the bytes that arrive, not with the length announced. Writes to a peer fail
+// into grows with the bytes that arrive, not with the length announced; the messages being read
+// from all connections at once hold at most Options.MaxPendingBytes, and one that finds no room
+// within its time to arrive closes its connection. Writes to a peer fail
 // past the send timeout, and dragonboat then connects again.
 //
 // With TLS (Options.TLS) both ends authenticate: the port asks for and verifies the peer's

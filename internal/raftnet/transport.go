@@ -14,6 +14,7 @@ import (
 	pb "github.com/lni/dragonboat/v4/raftpb"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/coordinatord/coordinatord/internal/connlimit"
 	"github.com/coordinatord/coordinatord/internal/tlsconfig"
@@ -27,7 +28,9 @@ const (
 	DefaultHandshakeTimeout = 5 * time.Second
 	DefaultIdleTimeout      = 10 * time.Minute
 	DefaultSendTimeout      = 10 * time.Second
-	dialTimeout             = 5 * time.Second
+	// DefaultMaxPendingBytes bounds the bytes of messages being read from every peer at once.
+	DefaultMaxPendingBytes = 256 << 20
+	dialTimeout            = 5 * time.Second
 )
 
 // Options configure a Factory. The zero value is a plaintext transport with no connection bounds
@@ -45,6 +48,10 @@ type Options struct {
 	// a connection that sends nothing for that long; SendTimeout bounds each write to a peer
 	// (and, per 4 MiB of it, the arrival of a message announced).
 	HandshakeTimeout, IdleTimeout, SendTimeout time.Duration
+	// MaxPendingBytes bounds the bytes of the messages being read from all connections at once
+	// (at least MaxFrameBytes; 0: DefaultMaxPendingBytes): a message waits for room, within the
+	// time it has to arrive, or its connection is closed.
+	MaxPendingBytes int64
 	// Logger receives the transport's warnings (nil: none).
 	Logger *zap.Logger
 }
@@ -59,6 +66,10 @@ func (o Options) withDefaults() Options {
 	if o.SendTimeout <= 0 {
 		o.SendTimeout = DefaultSendTimeout
 	}
+	if o.MaxPendingBytes <= 0 {
+		o.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	o.MaxPendingBytes = max(o.MaxPendingBytes, MaxFrameBytes)
 	if o.MinTLSVersion == 0 {
 		o.MinTLSVersion = tls.VersionTLS12
 	}
@@ -90,8 +101,10 @@ func (f *Factory) Create(nhc config.NodeHostConfig, messages raftio.MessageHandl
 		warn: f.opts.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 			return zapcore.NewSamplerWithOptions(c, 10*time.Second, 1, 0)
 		})),
-		stop: make(chan struct{}),
+		stop:    make(chan struct{}),
+		pending: semaphore.NewWeighted(f.opts.MaxPendingBytes),
 	}
+	t.closing, t.cancel = context.WithCancel(context.Background())
 	if f.opts.TLS != nil {
 		t.server = f.opts.TLS.ServerConfig(tls.RequireAndVerifyClientCert, f.opts.MinTLSVersion)
 	}
@@ -125,8 +138,9 @@ type Transport struct {
 	address  string
 	messages raftio.MessageHandler
 	chunks   raftio.ChunkHandler
-	warn     *zap.Logger // sampled: once per 10 s per message
-	server   *tls.Config // nil without TLS
+	warn     *zap.Logger         // sampled: once per 10 s per message
+	server   *tls.Config         // nil without TLS
+	pending  *semaphore.Weighted // bytes of the messages being read (Options.MaxPendingBytes)
 
 	contactMu sync.Mutex
 	contact   map[string]time.Time // by source address: when its last message batch arrived
@@ -137,6 +151,8 @@ type Transport struct {
 	closed   bool
 
 	stop    chan struct{}
+	closing context.Context // ends with Close
+	cancel  context.CancelFunc
 	workers sync.WaitGroup
 }
 
@@ -178,6 +194,7 @@ func (t *Transport) Close() error {
 	}
 	t.closed = true
 	close(t.stop)
+	t.cancel()
 	if t.listener != nil {
 		_ = t.listener.Close()
 	}
@@ -251,18 +268,42 @@ func (t *Transport) serve(raw net.Conn) {
 			t.logReadError(raw, err)
 			return
 		}
-		if err := c.SetReadDeadline(time.Now().Add(t.bodyTimeout(n))); err != nil {
-			return
-		}
-		payload, err := fr.readPayload(n, sum)
-		if err != nil {
-			t.logReadError(raw, err)
-			return
-		}
-		if !t.deliver(kind, payload) {
+		if !t.readAndDeliver(raw, c, fr, kind, n, sum) {
 			return
 		}
 	}
+}
+
+// readAndDeliver reads a payload of n bytes, once there is room for it among the messages being
+// read, and hands it to dragonboat; it reports whether the connection goes on.
+func (t *Transport) readAndDeliver(raw, c net.Conn, fr *frameReader, kind byte, n int, sum uint32) bool {
+	timeout := t.bodyTimeout(n)
+	deadline := time.Now().Add(timeout)
+	if err := t.reserve(int64(n), timeout); err != nil {
+		t.warn.Warn("replication port: no room for a message in time (other peers' messages fill the bound); closing its connection",
+			zap.String("peer.address", raw.RemoteAddr().String()), zap.Int("bytes", n), zap.Error(err))
+		return false
+	}
+	defer t.pending.Release(int64(n))
+	if err := c.SetReadDeadline(deadline); err != nil {
+		return false
+	}
+	payload, err := fr.readPayload(n, sum)
+	if err != nil {
+		t.logReadError(raw, err)
+		return false
+	}
+	return t.deliver(kind, payload)
+}
+
+// reserve waits at most timeout, or until the transport closes, for room for n bytes.
+func (t *Transport) reserve(n int64, timeout time.Duration) error {
+	if t.pending.TryAcquire(n) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(t.closing, timeout)
+	defer cancel()
+	return t.pending.Acquire(ctx, n)
 }
 
 // handshake runs the TLS handshake, when TLS is on, and reads the preface, within the handshake

@@ -348,3 +348,50 @@ func TestCloseEndsEveryConnection(t *testing.T) {
 		t.Fatal("the port still accepts connections after Close")
 	}
 }
+
+func TestMessagesBeingReadAreBounded(t *testing.T) {
+	b := startPeer(t, Options{MaxPendingBytes: MaxFrameBytes, SendTimeout: 100 * time.Millisecond})
+	pre := preface(kindMessages)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", b.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write(pre[:]); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	frame := func() []byte {
+		m := batch(1)
+		payload, err := m.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h [frameHeaderSize]byte
+		putHeader(h[:], payload)
+		return append(h[:], payload...)
+	}
+	// A announces the largest message and sends a little of it: it holds the whole bound.
+	hog := dial()
+	var h [frameHeaderSize]byte
+	binary.BigEndian.PutUint32(h[:4], MaxFrameBytes)
+	if _, err := hog.Write(append(h[:], make([]byte, 10)...)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the hog's header is read and its room reserved
+	// B's message finds no room within its time to arrive: its connection is closed.
+	starved := dial()
+	if _, err := starved.Write(frame()); err != nil {
+		t.Fatal(err)
+	}
+	waitClosedWithin(t, starved, 2*time.Second)
+	nothingReceived(t, b.batches, 10*time.Millisecond)
+	// The hog's message does not arrive in time either; once it is closed there is room again.
+	waitClosedWithin(t, hog, 5*time.Second)
+	if _, err := dial().Write(frame()); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, b.batches)
+}
