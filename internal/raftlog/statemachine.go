@@ -23,8 +23,11 @@ const (
 )
 
 // DefaultSyncInterval is how often a replica that keeps applying entries syncs its log and
-// records what it applied (besides the syncs dragonboat asks for before its snapshots).
-const DefaultSyncInterval = time.Second
+// records what it applied (besides the syncs dragonboat asks for before its snapshots). Each sync
+// runs on the apply path of its Raft shard: ten seconds wrote 12 % more than one second on three
+// nodes, at the cost of a longer sync now and then (docs/benchmarks.md, section 8). A restarted
+// replica applies again what it held unsynced, from the Raft log, which keeps it until synced.
+const DefaultSyncInterval = 10 * time.Second
 
 // maxQueuedBytes bounds the records a replica keeps in memory for its shard to follow; past it
 // the shard reads them back from the log.
