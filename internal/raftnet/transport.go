@@ -206,21 +206,27 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+// accept serves the connections l accepts until the transport closes. An accept that fails for
+// another reason (out of file descriptors, say) is retried after a pause, as net/http does, so
+// that the port outlives a moment of exhaustion.
 func (t *Transport) accept(l net.Listener) {
+	var pause time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			t.warn.Warn("replication port: accept failed; retrying", zap.Error(err), zap.Duration("pause", pause))
 			select {
 			case <-t.stop:
-			default:
-				t.opts.Logger.Error("replication port: accept failed; no more peers are served", zap.Error(err))
+				return
+			case <-time.After(pause):
 			}
-			return
+			continue
 		}
+		pause = 0
 		if !t.track(c) {
 			_ = c.Close()
 			return

@@ -395,3 +395,48 @@ func TestMessagesBeingReadAreBounded(t *testing.T) {
 	}
 	receive(t, b.batches)
 }
+
+// failingListener fails its first accepts, as a listener out of file descriptors does.
+type failingListener struct {
+	net.Listener
+	failures int
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.failures > 0 {
+		l.failures--
+		return nil, errors.New("accept tcp: too many open files")
+	}
+	return l.Listener.Accept()
+}
+
+func TestAcceptOutlivesFailures(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &peer{batches: make(chan pb.MessageBatch, 1), chunks: make(chan pb.Chunk, 1)}
+	tr := NewFactory(Options{}).Create(config.NodeHostConfig{RaftAddress: "127.0.0.1:0"},
+		func(b pb.MessageBatch) { p.batches <- b }, func(pb.Chunk) bool { return true }).(*Transport)
+	tr.conns = map[net.Conn]struct{}{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tr.accept(&failingListener{Listener: inner, failures: 3})
+	}()
+	sender := startPeer(t, Options{})
+	conn, err := sender.t.GetConnection(context.Background(), inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SendMessageBatch(batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, p.batches)
+	inner.Close()
+	<-done // a closed listener ends the loop
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
