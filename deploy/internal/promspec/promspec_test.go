@@ -215,7 +215,7 @@ func TestExportedKindMatchesREADME(t *testing.T) {
 		t.Fatal(err)
 	}
 	named := map[string]bool{} // families the README names
-	var prefixes []string        // families it names as a group, as in sharecoord_state_log_*
+	var prefixes []string      // families it names as a group, as in sharecoord_state_log_*
 	for _, field := range strings.FieldsFunc(string(readme), func(r rune) bool {
 		return !(r == '_' || r == '*' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
 	}) {
