@@ -63,7 +63,7 @@ func hasEnv(environ []string, name string) bool {
 // the rest of the process: per state partition its log's open segment and the files a load, a
 // prune or a sync opens for a moment; the config store, the standard streams, the runtime's
 // poller; in cluster mode the Raft engine's log store and snapshots, and the replication port's
-// connections (raftConns, raft.max.connections; 0 for a single node).
+// connections (raftConns, raft.max.connections; not counted for a single node).
 func reservedDescriptors(partitions int, cluster bool, raftConns int) int {
 	n := 256 + 4*partitions
 	if cluster {

@@ -144,7 +144,7 @@ func newSecurity(logger *zap.Logger, b groupcfg.Broker, reg prometheus.Registere
 		}
 		sec.grpcTLS = store.ServerConfig(clientAuth, minVersion, "h2")
 		if s.peerCA.Path != "" {
-			peer, err := tlsconfig.NewStore(logger, tlsconfig.Settings{Cert: s.files.Cert, Key: s.files.Key, CA: s.peerCA}, nil)
+			peer, err := tlsconfig.NewStore(logger.Named("peer-tls"), tlsconfig.Settings{Cert: s.files.Cert, Key: s.files.Key, CA: s.peerCA}, nil)
 			if err != nil {
 				return nil, fmt.Errorf("%w: fix the file or the setting", err)
 			}

@@ -93,15 +93,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectPeers reports how long ago each peer was heard from.
 func (c *collector) collectPeers(ch chan<- prometheus.Metric) {
-	for _, st := range c.n.Nodes() {
-		if st.State == PeerSelf {
+	for _, id := range c.n.placement.members {
+		state, since := c.n.peerState(id)
+		if state == PeerSelf {
 			continue
 		}
-		since := st.LastContact
 		if since < 0 {
 			since = time.Since(c.n.started)
 		}
-		ch <- prometheus.MustNewConstMetric(descPeerContact, prometheus.GaugeValue, since.Seconds(), strconv.FormatUint(st.ID, 10))
+		ch <- prometheus.MustNewConstMetric(descPeerContact, prometheus.GaugeValue, since.Seconds(), strconv.FormatUint(id, 10))
 	}
 }
 
