@@ -34,6 +34,9 @@ type backend struct {
 	shards []*shard.Shard
 	// parts is every partition as the service routes to it.
 	parts []service.Partition
+	// routes are parts on a cluster node, whose replicas come and go.
+	routes  []*route
+	watcher *replicaShards
 	// coordinators names each partition's leader (nil: this node, a single node).
 	coordinators func(p int) service.Coordinator
 	// node is the cluster node (nil on a single node).
@@ -84,15 +87,29 @@ func openSingle(logger *zap.Logger, bf backendFlags) (*backend, error) {
 // this node's replicas, a shard on each of them, and answerers for the partitions held elsewhere.
 func openCluster(logger *zap.Logger, bf backendFlags) (*backend, error) {
 	f := bf.f
-	members, err := cluster.ParseInitialCluster(f.initialCluster)
-	if err != nil {
-		return nil, badConfig(fmt.Errorf("--initial-cluster: %w", err))
+	var members map[uint64]string
+	if f.initialCluster != "" || f.join == "" {
+		var err error
+		if members, err = cluster.ParseInitialCluster(f.initialCluster); err != nil {
+			return nil, badConfig(fmt.Errorf("--initial-cluster: %w", err))
+		}
 	}
 	if f.nodeID < 1 {
 		return nil, badConfig(fmt.Errorf("--node-id %d: a cluster node's id must be ≥ 1", f.nodeID))
 	}
 	if err := datadir.CheckMode(f.dataDir, true); err != nil {
 		return nil, badConfig(err)
+	}
+	raftAddress := f.raftAdvertise
+	if raftAddress == "" {
+		raftAddress = members[uint64(f.nodeID)]
+	}
+	if raftAddress == "" {
+		return nil, badConfig(fmt.Errorf("--node-id %d is not named in --initial-cluster: a node that joins a running cluster needs --raft-advertise HOST:PORT", f.nodeID))
+	}
+	join, err := joinCluster(logger.Named("join"), f, members, raftAddress, net.JoinHostPort(bf.host, strconv.Itoa(int(bf.port))), bf.sec)
+	if err != nil {
+		return nil, err
 	}
 	transport, err := raftTransport(logger, bf.static.Broker(), bf.sec, bf.connMetrics)
 	if err != nil {
@@ -112,7 +129,7 @@ func openCluster(logger *zap.Logger, bf backendFlags) (*backend, error) {
 	n := broker.NumPartitions()
 	logMetrics := statelog.NewMetrics(bf.reg)
 	cc := cluster.Config{
-		NodeID: uint64(f.nodeID), ListenAddress: f.raftListen, InitialMembers: members,
+		NodeID: uint64(f.nodeID), ListenAddress: f.raftListen, InitialMembers: members, RaftAddress: raftAddress, Join: join,
 		Dir: datadir.RaftDir(f.dataDir), Partitions: n, ReplicationFactor: broker.ReplicationFactor(),
 		PartitionLog: func(p int) (string, statelog.Options) {
 			pc := shardconfig.FromBroker(broker, f.dataDir, p)
@@ -146,22 +163,23 @@ func openCluster(logger *zap.Logger, bf backendFlags) (*backend, error) {
 }
 
 // openReplicaShards opens a shard on each replica this node holds, and an answerer for each
-// partition it does not.
+// partition it does not; then the node follows the cluster, which opens and closes the shards of
+// the replicas it gains and loses.
 func (b *backend) openReplicaShards(logger *zap.Logger, dataDir string, broker groupcfg.Broker, reg prometheus.Registerer) {
-	shardMetrics := shard.NewMetrics(reg, broker.MetricsGroupLabelMax())
+	b.watcher = newReplicaShards(logger.Named("shard"), b, dataDir, broker, reg)
 	b.shards = make([]*shard.Shard, broker.NumPartitions())
 	b.parts = make([]service.Partition, len(b.shards))
+	b.routes = make([]*route, len(b.shards))
 	for p := range b.shards {
-		part := b.node.Partition(p)
-		if part == nil {
-			b.parts[p] = b.node.Remote(p)
-			continue
+		if part := b.node.Partition(p); part != nil {
+			b.shards[p] = b.watcher.open(part)
+			b.routes[p] = newRoute(b.shards[p])
+		} else {
+			b.routes[p] = newRoute(b.node.Remote(p))
 		}
-		pc := shardconfig.FromBroker(broker, dataDir, p)
-		pc.Shard.Metrics = shardMetrics
-		b.shards[p] = shard.Open(logger.Named("shard"), b.cfg, pc.Shard, part.ShardLog())
-		b.parts[p] = b.shards[p]
+		b.parts[p] = b.routes[p]
 	}
+	b.node.Run(b.watcher)
 }
 
 // checkPartitionCount records the partition count in the cluster on its first start, or reads
@@ -272,6 +290,9 @@ func (b *backend) handOver(logger *zap.Logger, timeout time.Duration) {
 // close closes the shards (each commits what it accepted), then what they run on.
 func (b *backend) close(logger *zap.Logger) {
 	closeShards(logger, b.localShards())
+	if b.watcher != nil {
+		b.watcher.closeAll(logger)
+	}
 	if b.syncGroup != nil {
 		if err := b.syncGroup.Close(); err != nil {
 			logger.Error("close the file-system sync group", zap.Error(err))

@@ -34,6 +34,7 @@ func (a *clusterAdmin) ListNodes(context.Context, *pb.ListNodesRequest) (*pb.Lis
 		n := &pb.ClusterNode{
 			NodeId: int32(st.ID), GrpcAddress: st.GRPCAddress, RaftAddress: st.RaftAddress,
 			LastContactMs: -1, Replicas: int32(st.Replicas), Leaders: int32(st.Leaders),
+			Membership: string(st.Membership), Moving: int32(st.Moving),
 		}
 		if st.LastContact >= 0 {
 			n.LastContactMs = st.LastContact.Milliseconds()
@@ -72,5 +73,50 @@ func (a *clusterAdmin) TransferLeader(ctx context.Context, req *pb.TransferLeade
 		return nil, status.Error(codes.Canceled, err.Error())
 	default:
 		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+}
+
+func (a *clusterAdmin) AddNode(ctx context.Context, req *pb.AddNodeRequest) (*pb.AddNodeResponse, error) {
+	if a.node == nil {
+		return nil, errSingleNode
+	}
+	if req.GetNodeId() < 1 {
+		return nil, status.Errorf(codes.InvalidArgument, "node_id %d: want a node id ≥ 1", req.GetNodeId())
+	}
+	id, err := a.node.AddNode(ctx, uint64(req.GetNodeId()), req.GetRaftAddress(), req.GetReplace())
+	if err != nil {
+		return nil, membershipStatus(err)
+	}
+	return &pb.AddNodeResponse{MetadataReplicaId: id}, nil
+}
+
+func (a *clusterAdmin) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) (*pb.RemoveNodeResponse, error) {
+	if a.node == nil {
+		return nil, errSingleNode
+	}
+	if req.GetNodeId() < 1 {
+		return nil, status.Errorf(codes.InvalidArgument, "node_id %d: want a node id ≥ 1", req.GetNodeId())
+	}
+	if err := a.node.RemoveNode(ctx, uint64(req.GetNodeId())); err != nil {
+		return nil, membershipStatus(err)
+	}
+	return &pb.RemoveNodeResponse{}, nil
+}
+
+// membershipStatus is the gRPC status of a membership change that failed.
+func membershipStatus(err error) error {
+	switch {
+	case errors.Is(err, cluster.ErrNotMember):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, cluster.ErrNotFormed):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, cluster.ErrMembership):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	default:
+		return status.Error(codes.Unavailable, err.Error())
 	}
 }

@@ -45,6 +45,8 @@ type serveFlags struct {
 	nodeID         int32
 	raftListen     string
 	initialCluster string
+	join           string // --join: gRPC addresses of nodes of a running cluster
+	raftAdvertise  string
 	logLevel       string
 	pprof          bool
 	podName        string           // --node-id-from-pod-name
@@ -64,9 +66,14 @@ func (f *serveFlags) register(cmd *cobra.Command) {
 	f.sets = append(f.sets, fs)
 	fs.StringVar(&f.raftListen, "raft-listen", "127.0.0.1:7072", "cluster mode: this node's replication address (HOST:PORT)")
 	fs.StringVar(&f.initialCluster, "initial-cluster", "", "cluster mode: ID=HOST:PORT,... the ids and replication addresses of the founding members, the same on every founding node; absent: a single node")
+	fs.StringVar(&f.join, "join", "", "cluster mode: HOST:PORT,... gRPC addresses of nodes of a running cluster; a node started on an empty data directory asks them to add it, or to replace it if the cluster knows its id (a founding member named in --initial-cluster founds the cluster when none of them knows one)")
+	fs.StringVar(&f.raftAdvertise, "raft-advertise", "", "cluster mode: the replication address the other nodes dial for this node (default: its address in --initial-cluster; required for a node that joins)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.pprof, "enable-pprof", false, "serve Go's runtime profiles at /debug/pprof/ on the metrics port")
 }
+
+// clusterMode reports whether the server runs as a node of a cluster.
+func (f *serveFlags) clusterMode() bool { return f.initialCluster != "" || f.join != "" }
 
 // nodeIDFromPodName sets the node id from --node-id-from-pod-name, if given: a StatefulSet names
 // its pods NAME-0, NAME-1, ..., and node ids start at 1.
@@ -118,7 +125,7 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 		return badConfig(errors.New("--data-dir: want a directory for the state logs and the config store"))
 	}
 	applyMemoryLimit(logger, static.Broker(), e.environ, cgroupMemoryLimit)
-	grpcCap, metricsCap, err := connectionCaps(logger, static.Broker(), fileDescriptorLimit(), f.initialCluster != "")
+	grpcCap, metricsCap, err := connectionCaps(logger, static.Broker(), fileDescriptorLimit(), f.clusterMode())
 	if err != nil {
 		return badConfig(err)
 	}
@@ -142,7 +149,7 @@ func serve(ctx context.Context, e env, f *serveFlags) (err error) {
 
 	loadStart := time.Now()
 	open := openSingle
-	if f.initialCluster != "" {
+	if f.clusterMode() {
 		open = openCluster
 	}
 	b, err := open(logger, backendFlags{f: f, static: static, reg: reg, host: host, port: port,
@@ -213,7 +220,7 @@ func takeDataDir(logger *zap.Logger, f *serveFlags) (io.Closer, error) {
 	if err := datadir.Check(logger, f.dataDir); err != nil {
 		return nil, badConfig(err)
 	}
-	if f.initialCluster == "" {
+	if !f.clusterMode() {
 		if err := datadir.CheckMode(f.dataDir, false); err != nil {
 			return nil, badConfig(err)
 		}
@@ -265,8 +272,8 @@ func logServing(logger *zap.Logger, f *serveFlags, grpcLis, metricsLis net.Liste
 		zap.String("advertised", net.JoinHostPort(host, strconv.Itoa(int(port)))),
 		zap.String("data_dir", f.dataDir),
 		zap.Int("partitions", partitions)}
-	if f.initialCluster != "" {
-		fields = append(fields, zap.String("raft", f.raftListen), zap.String("initial_cluster", f.initialCluster))
+	if f.clusterMode() {
+		fields = append(fields, zap.String("raft", f.raftListen), zap.String("initial_cluster", f.initialCluster), zap.String("join", f.join))
 	}
 	logger.Info("serving", append(fields, sec.fields()...)...)
 }

@@ -42,8 +42,8 @@ func (n *Node) askToLead() {
 	if n.leaving.Load() {
 		return
 	}
-	for _, p := range n.parts {
-		if p == nil || p.failed != nil || !p.CaughtUp() || n.preferredLeader(p.index) != n.cfg.NodeID {
+	for _, p := range n.local() {
+		if p.failed != nil || !p.CaughtUp() || n.preferredLeader(p.index) != n.cfg.NodeID {
 			continue
 		}
 		r := p.Role()
@@ -65,20 +65,24 @@ func (n *Node) askToLead() {
 // handOver transfers the leadership of the partitions this node leads to the node that asked for
 // them in this term.
 func (n *Node) handOver() {
-	for _, p := range n.parts {
-		if p == nil || p.failed != nil {
+	for _, p := range n.local() {
+		if p.failed != nil {
 			continue
 		}
 		r := p.Role()
 		w, ok := n.meta.wanted(p.index)
-		if !r.Leading || !ok || w.Term != r.Term || w.Node == n.cfg.NodeID || !n.placement.holds(p.index, w.Node) {
+		if !r.Leading || !ok || w.Term != r.Term || w.Node == n.cfg.NodeID {
+			continue
+		}
+		to, held := n.replicaOn(p.index, w.Node)
+		if !held {
 			continue
 		}
 		if p.transferring.Swap(true) {
 			continue
 		}
 		n.logger.Info("handing a state partition over to its preferred leader", zap.Int("state_partition", p.index), zap.Uint64("to", w.Node))
-		if err := n.nh.RequestLeaderTransfer(p.shardID, w.Node); err != nil {
+		if err := n.nh.RequestLeaderTransfer(p.shardID, to.ID); err != nil {
 			n.logger.Debug("leadership transfer", zap.Int("state_partition", p.index), zap.String("error", err.Error()))
 		}
 		go func() {
@@ -95,14 +99,14 @@ func (n *Node) handOver() {
 func (n *Node) TransferLeaderships(ctx context.Context) int {
 	n.leaving.Store(true)
 	var wg sync.WaitGroup
-	for _, p := range n.parts {
-		if p == nil || p.failed != nil || !p.Role().Leading {
+	for _, p := range n.local() {
+		if p.failed != nil || !p.Role().Leading {
 			continue
 		}
-		var targets []uint64 // the preferred leader first, then the others
-		for _, id := range p.members {
-			if id != n.cfg.NodeID {
-				targets = append(targets, id)
+		var targets []uint64 // the preferred leader first, then the other voters
+		for _, r := range n.replicasOf(p.index) {
+			if r.Node != n.cfg.NodeID && r.State == ReplicaVoter {
+				targets = append(targets, r.ID)
 			}
 		}
 		if len(targets) == 0 {
@@ -112,8 +116,8 @@ func (n *Node) TransferLeaderships(ctx context.Context) int {
 	}
 	wg.Wait()
 	left := 0
-	for _, p := range n.parts {
-		if p != nil && p.Role().Leading {
+	for _, p := range n.local() {
+		if p.Role().Leading {
 			left++
 		}
 	}
@@ -145,8 +149,8 @@ func (n *Node) handOff(ctx context.Context, p *Partition, targets []uint64) {
 // Leaders returns how many partitions this node leads now.
 func (n *Node) Leaders() int {
 	c := 0
-	for _, p := range n.parts {
-		if p != nil && p.Role().Leading {
+	for _, p := range n.local() {
+		if p.Role().Leading {
 			c++
 		}
 	}

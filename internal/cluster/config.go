@@ -23,8 +23,15 @@ type Config struct {
 	// address in InitialMembers, or one that reaches it (all interfaces, 0.0.0.0:PORT).
 	ListenAddress string
 	// InitialMembers are the founding members: node id → replication address, the same on
-	// every founding node (--initial-cluster). It must name this node.
+	// every founding node (--initial-cluster). It must name this node unless the node joins.
 	InitialMembers map[uint64]string
+	// RaftAddress is the replication address the other nodes dial for this node (empty: its
+	// address in InitialMembers).
+	RaftAddress string
+	// Join, set for a node that joins a running cluster rather than founding one, is what the
+	// cluster gave it when it was added. It matters only on the node's first start: a node
+	// restarts with the replicas its engine holds.
+	Join *Join
 	// Dir is the directory of the Raft engine's own state (its log and snapshots).
 	Dir string
 	// Partitions is the number of state partitions.
@@ -55,6 +62,12 @@ type Config struct {
 	// PeerContact returns when a Raft message last arrived from the node at a replication
 	// address, if one has (nil: not known). Nodes and the peer metrics report it.
 	PeerContact func(raftAddress string) (time.Time, bool)
+}
+
+// Join is what a node added to a running cluster needs to start.
+type Join struct {
+	// MetaReplica is its replica id in the cluster metadata's Raft shard (AddNode's answer).
+	MetaReplica uint64
 }
 
 // Timing is the Raft clock: a tick of RTT, heartbeats every HeartbeatTicks, an election after
@@ -124,8 +137,8 @@ func checkHostPort(addr string) error {
 // it too).
 func (c *Config) Validate() error {
 	switch {
-	case c.NodeID == 0:
-		return errors.New("cluster: the node id must be ≥ 1")
+	case c.NodeID == 0 || c.NodeID > maxNodeID:
+		return fmt.Errorf("cluster: node id %d: want [1, %d]", c.NodeID, uint64(maxNodeID))
 	case c.Partitions <= 0:
 		return fmt.Errorf("cluster: %d state partitions", c.Partitions)
 	case c.ReplicationFactor <= 0:
@@ -138,8 +151,17 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.ListenAddress); err != nil {
 		return fmt.Errorf("cluster: --raft-listen %q: want HOST:PORT", c.ListenAddress)
 	}
-	if _, ok := c.InitialMembers[c.NodeID]; !ok {
+	if _, ok := c.InitialMembers[c.NodeID]; !ok && c.Join == nil {
 		return fmt.Errorf("cluster: --initial-cluster does not name this node (--node-id %d); it names %v", c.NodeID, c.memberIDs())
+	}
+	if c.RaftAddress == "" {
+		c.RaftAddress = c.InitialMembers[c.NodeID]
+	}
+	if err := checkHostPort(c.RaftAddress); err != nil {
+		return fmt.Errorf("cluster: this node's replication address: %w", err)
+	}
+	if c.Join != nil && nodeOf(c.Join.MetaReplica) != c.NodeID {
+		return fmt.Errorf("cluster: metadata replica %d is not node %d's", c.Join.MetaReplica, c.NodeID)
 	}
 	if c.Timing == (Timing{}) {
 		c.Timing = DefaultTiming
@@ -153,8 +175,8 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// raftAddress is the address the other nodes dial for this node: its own in InitialMembers.
-func (c *Config) raftAddress() string { return c.InitialMembers[c.NodeID] }
+// maxNodeID is the largest node id: a replica id holds it in its low 32 bits.
+const maxNodeID = 1<<32 - 1
 
 func (c *Config) memberIDs() []uint64 {
 	ids := make([]uint64, 0, len(c.InitialMembers))

@@ -4,10 +4,18 @@
 //
 // # Placement and leadership
 //
-// Every founding node computes the same placement from --initial-cluster: partition p's replicas
-// are the replication-factor members after and including the (p mod n)-th of the n members in
-// id order, the first of them its preferred leader. A node starts the replicas placed on it
-// (Start); a replica whose log cannot be opened stays stopped, its partition failed on this node
+// The founding placement follows from --initial-cluster: partition p's replicas are the
+// replication-factor members after and including the (p mod n)-th of the n members in id order,
+// the first of them its preferred leader; the metadata records it on the cluster's first start.
+// From then on the metadata holds the members and every partition's replicas, and membership
+// changes (AddNode, RemoveNode, a replacement) are planned inside the metadata state machine, so
+// that every node plans alike: replicas placed on new nodes, moved off removed ones, spread until
+// no two nodes hold more than one apart, preferred leaderships likewise (membership.go). The
+// partitions' leaders carry each plan out with Raft configuration changes, a new replica
+// non-voting until it caught up; the nodes start and stop their replicas to match, and tell a
+// ReplicaWatcher (reconcile.go). A replica's Raft id is its node id plus a generation, so that no
+// id is used twice. A node starts the replicas on its disk, or its founding ones (Start), and
+// follows the membership from Run; a replica whose log cannot be opened stays stopped, its partition failed on this node
 // while the others serve it. dragonboat reports leader changes; a replica that won an election
 // becomes Leading only once a read index showed that it applied everything committed before
 // (Role.Confirming until then), so that its shard never builds on a state that misses a
@@ -26,7 +34,8 @@
 //
 // # Metadata
 //
-// The metadata shard, replicated on every founding member, holds the nodes' addresses (each
+// The metadata shard, replicated on every member (voters; a joining node's replica is
+// non-voting until it caught up), holds the membership, the nodes' addresses (each
 // node records its own gRPC address, so that FindCoordinator on any node can name a partition's
 // leader), the number of state partitions recorded on the cluster's first start (RecordPartitions:
 // every node must use it, since it decides which partition a key belongs to), the leadership

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -47,19 +48,31 @@ type metadataState struct {
 	// place of the placement's.
 	Preferred map[int]uint64  `json:"preferred,omitempty"`
 	Config    json.RawMessage `json:"config,omitempty"`
+	// Members are the cluster's nodes, and Replicas the replicas of each partition, the
+	// preferred leader first (membership.go). Factor is the replication factor, NextGen the last
+	// replica generation given out.
+	Members  map[uint64]Member `json:"members,omitempty"`
+	Replicas map[int][]Replica `json:"replicas,omitempty"`
+	Factor   int               `json:"factor,omitempty"`
+	NextGen  uint64            `json:"next_gen,omitempty"`
 }
 
 // metadataCommand is one committed change of the metadata.
 type metadataCommand struct {
-	Init       *int        `json:"init,omitempty"` // record the number of state partitions, if unset
-	Node       *uint64     `json:"node,omitempty"` // register a node's addresses
-	Info       *NodeInfo   `json:"info,omitempty"`
-	Leader     *int        `json:"leader,omitempty"` // a partition's leader announces itself
-	Hint       *LeaderHint `json:"hint,omitempty"`
-	Want       *int        `json:"want,omitempty"`   // a preferred leader asks to lead, in Hint's term
-	Prefer     *int        `json:"prefer,omitempty"` // an operator prefers PreferNode (0: none) to lead a partition
-	PreferNode uint64      `json:"prefer_node,omitempty"`
-	Config     []byte      `json:"config,omitempty"` // a configuration change
+	Init *int `json:"init,omitempty"` // record the number of state partitions, if unset
+	// Founders and Factor come with Init: the founding members' replication addresses and the
+	// replication factor, from which the founding placement follows.
+	Founders   map[uint64]string `json:"founders,omitempty"`
+	Factor     int               `json:"factor,omitempty"`
+	Member     *memberCommand    `json:"member,omitempty"` // a membership change
+	Node       *uint64           `json:"node,omitempty"`   // register a node's addresses
+	Info       *NodeInfo         `json:"info,omitempty"`
+	Leader     *int              `json:"leader,omitempty"` // a partition's leader announces itself
+	Hint       *LeaderHint       `json:"hint,omitempty"`
+	Want       *int              `json:"want,omitempty"`   // a preferred leader asks to lead, in Hint's term
+	Prefer     *int              `json:"prefer,omitempty"` // an operator prefers PreferNode (0: none) to lead a partition
+	PreferNode uint64            `json:"prefer_node,omitempty"`
+	Config     []byte            `json:"config,omitempty"` // a configuration change
 }
 
 // metadata is the cluster metadata state machine, replicated on every founding node.
@@ -74,7 +87,8 @@ type metadata struct {
 
 func newMetadata(config ConfigReplica) *metadata {
 	return &metadata{config: config, changed: make(chan struct{}),
-		state: metadataState{Nodes: map[uint64]NodeInfo{}, Leaders: map[int]LeaderHint{}, Wanted: map[int]LeaderHint{}}}
+		state: metadataState{Nodes: map[uint64]NodeInfo{}, Leaders: map[int]LeaderHint{}, Wanted: map[int]LeaderHint{},
+			Members: map[uint64]Member{}, Replicas: map[int][]Replica{}}}
 }
 
 var _ sm.IStateMachine = (*metadata)(nil)
@@ -93,7 +107,12 @@ func (m *metadata) Update(e sm.Entry) (sm.Result, error) {
 		if m.state.NumPartitions == 0 {
 			m.state.NumPartitions = *c.Init
 		}
+		if len(m.state.Members) == 0 {
+			m.state.found(c.Founders, c.Factor)
+		}
 		res.Value = uint64(m.state.NumPartitions)
+	case c.Member != nil:
+		res = m.state.applyMember(*c.Member)
 	case c.Node != nil && c.Info != nil:
 		m.state.Nodes[*c.Node] = *c.Info
 	case c.Want != nil && c.Hint != nil:
@@ -130,7 +149,34 @@ func (m *metadata) snapshot() metadataState {
 	st.Leaders = maps.Clone(st.Leaders)
 	st.Wanted = maps.Clone(st.Wanted)
 	st.Preferred = maps.Clone(st.Preferred)
+	st.Members = maps.Clone(st.Members)
+	st.Replicas = make(map[int][]Replica, len(m.state.Replicas))
+	for p, rs := range m.state.Replicas {
+		st.Replicas[p] = slices.Clone(rs)
+	}
 	return st
+}
+
+// replicas returns the replicas of partition p (nil: not known yet).
+func (m *metadata) replicas(p int) []Replica {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return slices.Clone(m.state.Replicas[p])
+}
+
+// member returns what the metadata holds of node id's membership.
+func (m *metadata) member(id uint64) (Member, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mb, ok := m.state.Members[id]
+	return mb, ok
+}
+
+// members returns the members.
+func (m *metadata) members() map[uint64]Member {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return maps.Clone(m.state.Members)
 }
 
 // node returns what the metadata holds of node id.
@@ -206,6 +252,12 @@ func (m *metadata) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-cha
 	}
 	if st.Wanted == nil {
 		st.Wanted = map[int]LeaderHint{}
+	}
+	if st.Members == nil {
+		st.Members = map[uint64]Member{}
+	}
+	if st.Replicas == nil {
+		st.Replicas = map[int][]Replica{}
 	}
 	if m.config != nil && st.Config != nil {
 		if err := m.config.RestoreConfig(st.Config); err != nil {

@@ -68,10 +68,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectPeers(ch)
-	for _, p := range c.n.parts {
-		if p == nil {
-			continue
-		}
+	for _, p := range c.n.local() {
 		label := strconv.Itoa(p.index)
 		gauge := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label)
@@ -81,7 +78,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		gauge(descReplicaFailed, 0)
-		gauge(descReplicas, float64(len(p.members)))
+		gauge(descReplicas, float64(len(live(c.n.replicasOf(p.index)))))
 		r := p.Role()
 		gauge(descLeader, boolValue(r.Leading))
 		gauge(descLeaderNode, float64(r.Leader))
@@ -93,8 +90,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectPeers reports how long ago each peer was heard from.
 func (c *collector) collectPeers(ch chan<- prometheus.Metric) {
-	for _, id := range c.n.placement.members {
-		state, since := c.n.peerState(id)
+	for id, m := range c.n.memberList() {
+		state, since := c.n.peerState(id, m.RaftAddress)
 		if state == PeerSelf {
 			continue
 		}

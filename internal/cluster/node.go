@@ -54,13 +54,26 @@ const (
 // Node is one coordinatord node of a cluster: the Raft engine that replicates every state
 // partition it holds a replica of, and what it knows of each partition's leadership.
 type Node struct {
-	logger    *zap.Logger
-	cfg       Config
-	nh        *dragonboat.NodeHost
-	placement placement
-	parts     []*Partition // by state partition; nil where this node holds no replica
-	meta      *metadata
-	metrics   *metrics
+	logger  *zap.Logger
+	cfg     Config
+	nh      *dragonboat.NodeHost
+	founded placement // the founding placement, until the metadata records it
+	meta    *metadata
+	metaID  uint64 // this node's replica id in the metadata's Raft shard
+	// metaNonVoting: the metadata replica started as a non-voting one.
+	metaNonVoting bool
+	voters        *voters
+	metrics       *metrics
+
+	partsMu sync.RWMutex
+	parts   []*Partition // by state partition; nil where this node holds no replica
+	// metaCaughtUp is set once this node's metadata replica applied everything committed when
+	// it started: only then may a replica the metadata no longer lists be taken for removed.
+	metaCaughtUp atomic.Bool
+	// watcher learns of the replicas started and stopped after Start (Run sets it).
+	watcher       ReplicaWatcher
+	reconcileWake chan struct{}
+	removedLogged bool // the reconcile loop said that this node is no member any more
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -72,9 +85,20 @@ type Node struct {
 	workers sync.WaitGroup
 }
 
-// Start starts the node's Raft engine and a replica of every state partition placed on it. A
-// replica whose log cannot be opened is not started: its partition is Failed on this node
-// (Partition.Err) while the other replicas serve it.
+// ReplicaWatcher learns of the replicas a node starts and stops as the cluster's membership
+// changes, to open and close their shards.
+type ReplicaWatcher interface {
+	// Started is called once the node's replica of partition p runs.
+	Started(p *Partition)
+	// Stopping is called before the node stops its replica of partition p; once it returns,
+	// nothing may use p's replica.
+	Stopping(p *Partition)
+}
+
+// Start starts the node's Raft engine and the replicas it holds: those on its disk or, on a
+// founding node's first start, its replicas in the founding placement. A replica whose log
+// cannot be opened is not started: its partition is Failed on this node (Partition.Err) while
+// the other replicas serve it. Run starts following the cluster's membership.
 func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -83,13 +107,14 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	routeEngineLogs(logger)
-	n := &Node{logger: logger, cfg: cfg, placement: newPlacement(cfg.memberIDs(), cfg.ReplicationFactor), stop: make(chan struct{}), started: time.Now()}
+	n := &Node{logger: logger, cfg: cfg, founded: newPlacement(cfg.memberIDs(), cfg.ReplicationFactor), stop: make(chan struct{}), started: time.Now(),
+		reconcileWake: make(chan struct{}, 1)}
 	n.metrics = newMetrics(cfg.Registerer, n)
 	nhc := config.NodeHostConfig{
 		DeploymentID:        deploymentID,
 		NodeHostDir:         cfg.Dir,
 		RTTMillisecond:      uint64(cfg.Timing.RTT / time.Millisecond),
-		RaftAddress:         cfg.raftAddress(),
+		RaftAddress:         cfg.RaftAddress,
 		ListenAddress:       cfg.ListenAddress,
 		RaftEventListener:   n,
 		MaxSendQueueSize:    sendQueueBytes,
@@ -105,29 +130,98 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start the Raft engine in %s: %w", cfg.Dir, err)
 	}
 	n.nh = nh
-	n.meta = newMetadata(cfg.Config)
-	metaCfg := n.raftConfig(metadataShardID)
-	metaCfg.SnapshotEntries, metaCfg.CompactionOverhead = 1000, 100
-	if err := nh.StartReplica(n.initialMembers(n.placement.members), false,
-		func(uint64, uint64) sm.IStateMachine { return n.meta }, metaCfg); err != nil {
+	if n.voters, err = openVoters(cfg.Dir); err != nil {
 		nh.Close()
-		return nil, fmt.Errorf("cluster: start the cluster metadata replica: %w", err)
+		return nil, err
+	}
+	n.meta = newMetadata(cfg.Config)
+	onDisk := n.replicasOnDisk()
+	if err := n.startMetadata(onDisk); err != nil {
+		nh.Close()
+		return nil, err
 	}
 	n.workers.Go(n.register)
+	n.workers.Go(n.catchUpMetadata)
 	n.parts = make([]*Partition, cfg.Partitions)
+	_, known := onDisk[metadataShardID]
 	for p := range cfg.Partitions {
-		if !n.placement.holds(p, cfg.NodeID) {
+		var part *Partition
+		switch id, ok := onDisk[partitionShardBase+uint64(p)]; {
+		case ok:
+			part = n.newPartition(p, id)
+			err = part.start(nil, false)
+		case !known && cfg.Join == nil && n.founded.holds(p, cfg.NodeID):
+			part = n.newPartition(p, cfg.NodeID)
+			err = part.start(n.initialMembers(n.founded.replicas(p)), false)
+		default:
 			continue
 		}
-		part := n.newPartition(p)
 		n.parts[p] = part
-		if err := part.start(); err != nil {
+		if err != nil {
 			part.failed = err
 			logger.Error("state partition replica not started", zap.Int("state_partition", p), zap.Error(err))
 		}
 	}
-	n.workers.Go(n.balance)
 	return n, nil
+}
+
+// Run starts following the cluster's membership: starting and stopping this node's replicas as
+// the metadata places them (telling w), carrying out the changes of the partitions this node
+// leads, and balancing leaderships. Call it once, after Start.
+func (n *Node) Run(w ReplicaWatcher) {
+	n.watcher = w
+	n.workers.Go(n.balance)
+	n.workers.Go(n.reconcile)
+}
+
+// replicasOnDisk returns the replica id of each Raft shard the engine holds data of.
+func (n *Node) replicasOnDisk() map[uint64]uint64 {
+	out := map[uint64]uint64{}
+	for _, ni := range n.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{}).LogInfo {
+		out[ni.ShardID] = ni.ReplicaID
+	}
+	return out
+}
+
+// startMetadata starts this node's metadata replica: the one on disk, a joining node's new one,
+// or a founding node's.
+func (n *Node) startMetadata(onDisk map[uint64]uint64) error {
+	var members map[uint64]dragonboat.Target
+	join := false
+	switch id, ok := onDisk[metadataShardID]; {
+	case ok:
+		n.metaID = id
+	case n.cfg.Join != nil:
+		n.metaID, join = n.cfg.Join.MetaReplica, true
+	default:
+		n.metaID, members = n.cfg.NodeID, n.initialMembers(n.founded.members)
+	}
+	metaCfg := n.raftConfig(metadataShardID, n.metaID)
+	n.metaNonVoting = metaCfg.IsNonVoting
+	metaCfg.SnapshotEntries, metaCfg.CompactionOverhead = 1000, 100
+	if err := n.nh.StartReplica(members, join, func(uint64, uint64) sm.IStateMachine { return n.meta }, metaCfg); err != nil {
+		return fmt.Errorf("cluster: start the cluster metadata replica: %w", err)
+	}
+	return nil
+}
+
+// catchUpMetadata sets metaCaughtUp once a read index of the metadata succeeds.
+func (n *Node) catchUpMetadata() {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := n.nh.SyncRead(ctx, metadataShardID, nil)
+		cancel()
+		if err == nil {
+			n.metaCaughtUp.Store(true)
+			n.wakeReconcile()
+			return
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func logDBConfig() config.LogDBConfig {
@@ -142,10 +236,11 @@ func logDBConfig() config.LogDBConfig {
 	return c
 }
 
-// raftConfig is the Raft configuration of shard shardID on this node.
-func (n *Node) raftConfig(shardID uint64) config.Config {
+// raftConfig is the Raft configuration of replica replicaID of shard shardID on this node.
+func (n *Node) raftConfig(shardID, replicaID uint64) config.Config {
 	return config.Config{
-		ReplicaID:           n.cfg.NodeID,
+		ReplicaID:           replicaID,
+		IsNonVoting:         !n.voters.votes(shardID, replicaID),
 		ShardID:             shardID,
 		CheckQuorum:         true,
 		PreVote:             true,
@@ -169,10 +264,25 @@ func (n *Node) initialMembers(ids []uint64) map[uint64]dragonboat.Target {
 
 // Partition returns this node's replica of state partition p, or nil if it holds none.
 func (n *Node) Partition(p int) *Partition {
+	n.partsMu.RLock()
+	defer n.partsMu.RUnlock()
 	if p < 0 || p >= len(n.parts) {
 		return nil
 	}
 	return n.parts[p]
+}
+
+// local returns the replicas this node holds now.
+func (n *Node) local() []*Partition {
+	n.partsMu.RLock()
+	defer n.partsMu.RUnlock()
+	out := make([]*Partition, 0, len(n.parts))
+	for _, p := range n.parts {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // NodeID returns this node's id.
@@ -290,7 +400,7 @@ var ErrClosed = errors.New("cluster: the node is closed")
 
 // register records this node's addresses in the cluster metadata, once it differs.
 func (n *Node) register() {
-	want := NodeInfo{GRPCAddress: n.cfg.GRPCAddress, RaftAddress: n.cfg.raftAddress()}
+	want := NodeInfo{GRPCAddress: n.cfg.GRPCAddress, RaftAddress: n.cfg.RaftAddress}
 	ctx, cancel := n.stopContext()
 	defer cancel()
 	for {
@@ -322,7 +432,7 @@ func (n *Node) stopContext() (context.Context, context.CancelFunc) {
 // number decides which partition a key belongs to.
 func (n *Node) RecordPartitions(ctx context.Context) (int, error) {
 	count := n.cfg.Partitions
-	res, err := n.proposeMetadata(ctx, metadataCommand{Init: &count})
+	res, err := n.proposeMetadata(ctx, metadataCommand{Init: &count, Founders: n.cfg.InitialMembers, Factor: n.cfg.ReplicationFactor})
 	if err != nil {
 		return 0, err
 	}
@@ -389,9 +499,6 @@ func (n *Node) Coordinator(p int) Coordinator {
 // announce records in the cluster metadata that this node leads partition p at term, for the
 // nodes that hold no replica of it.
 func (n *Node) announce(p int, term uint64) {
-	if len(n.placement.members) <= n.placement.factor {
-		return // every node holds every partition and knows its leader
-	}
 	n.workers.Go(func() {
 		ctx, cancel := n.stopContext()
 		defer cancel()

@@ -71,9 +71,19 @@ func newTestClusterWith(t testing.TB, n, partitions int, config func(id uint64) 
 
 func (c *testCluster) start(id uint64) *Node {
 	c.t.Helper()
+	return c.startWith(id, c.members[id], nil)
+}
+
+// startWith starts node id at raftAddress; join, for a node that is not a founding member, is
+// what AddNode answered.
+func (c *testCluster) startWith(id uint64, raftAddress string, join *Join) *Node {
+	c.t.Helper()
+	if c.dirs[id] == "" {
+		c.dirs[id] = c.t.TempDir()
+	}
 	dir := c.dirs[id]
 	node, err := Start(zaptest.NewLogger(c.t).Named(fmt.Sprint(id)), Config{
-		NodeID: id, ListenAddress: c.members[id], InitialMembers: c.members, Dir: filepath.Join(dir, "raft"),
+		NodeID: id, ListenAddress: raftAddress, RaftAddress: raftAddress, Join: join, InitialMembers: c.members, Dir: filepath.Join(dir, "raft"),
 		Partitions: c.partitions, ReplicationFactor: 3, Timing: fastTiming, ProposalTimeout: 2 * time.Second,
 		PartitionLog: func(p int) (string, statelog.Options) {
 			return filepath.Join(dir, fmt.Sprintf("p-%d", p)), statelog.Options{SegmentBytes: 4096}
@@ -86,6 +96,7 @@ func (c *testCluster) start(id uint64) *Node {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	node.Run(nil)
 	c.nodes[id] = node
 	return node
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"go.uber.org/zap"
@@ -33,11 +35,12 @@ type Partition struct {
 	node    *Node
 	index   int
 	shardID uint64
-	members []uint64
-	logger  *zap.Logger
-	sm      *raftlog.StateMachine
-	rep     *raftlog.Replica
-	failed  error
+	// replicaID is the replica's id in the partition's Raft shard.
+	replicaID uint64
+	logger    *zap.Logger
+	sm        *raftlog.StateMachine
+	rep       *raftlog.Replica
+	failed    error
 
 	leader atomic.Pointer[raftio.LeaderInfo] // the last leader update
 	role   atomic.Pointer[Role]
@@ -46,30 +49,38 @@ type Partition struct {
 	// when it started.
 	caughtUp     atomic.Bool
 	transferring atomic.Bool // a leadership transfer is under way
+	reported     atomic.Bool // its catching up was recorded in the metadata
+	nonVoting    bool        // it started as a non-voting replica
+	// halted is closed when the node stops this replica alone (the cluster moved it away).
+	halted   chan struct{}
+	haltOnce sync.Once
 }
 
-func (n *Node) newPartition(p int) *Partition {
+func (n *Node) newPartition(p int, replicaID uint64) *Partition {
 	dir, opts := n.cfg.PartitionLog(p)
 	shardID := uint64(partitionShardBase + p)
 	logger := n.logger.With(zap.Int("state_partition", p))
-	m := raftlog.NewStateMachine(logger, raftlog.Options{Dir: dir, Log: opts, ReplicaID: n.cfg.NodeID, Fatal: n.cfg.Fatal})
+	m := raftlog.NewStateMachine(logger, raftlog.Options{Dir: dir, Log: opts, ReplicaID: replicaID, Fatal: n.cfg.Fatal})
 	part := &Partition{
-		node: n, index: p, shardID: shardID, members: n.placement.replicas(p), logger: logger, sm: m,
+		node: n, index: p, shardID: shardID, replicaID: replicaID, logger: logger.With(zap.Uint64("replica", replicaID)), sm: m,
 		rep: raftlog.NewReplica(m, proposer{nh: n.nh, shardID: shardID,
 			latency: n.metrics.proposals.WithLabelValues(strconv.Itoa(p))}, n.cfg.ProposalTimeout),
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), halted: make(chan struct{}),
 	}
 	part.role.Store(&Role{})
 	return part
 }
 
-// start opens the replica's log and starts its Raft replica.
-func (p *Partition) start() error {
-	if err := p.sm.Prepare(p.node.nh.HasNodeInfo(p.shardID, p.node.cfg.NodeID)); err != nil {
+// start opens the replica's log and starts its Raft replica: a founding one with its initial
+// members, one that joins an existing shard, or (neither) one the engine holds already.
+func (p *Partition) start(members map[uint64]dragonboat.Target, join bool) error {
+	if err := p.sm.Prepare(p.node.nh.HasNodeInfo(p.shardID, p.replicaID)); err != nil {
 		return err
 	}
 	create := func(uint64, uint64) sm.IOnDiskStateMachine { return p.sm }
-	if err := p.node.nh.StartOnDiskReplica(p.node.initialMembers(p.members), false, create, p.node.raftConfig(p.shardID)); err != nil {
+	rc := p.node.raftConfig(p.shardID, p.replicaID)
+	p.nonVoting = rc.IsNonVoting
+	if err := p.node.nh.StartOnDiskReplica(members, join, create, rc); err != nil {
 		_ = p.sm.Close()
 		return fmt.Errorf("cluster: start the Raft replica of state partition %d: %w", p.index, err)
 	}
@@ -95,6 +106,8 @@ func (p *Partition) catchUp() {
 		}
 		select {
 		case <-p.node.stop:
+			return
+		case <-p.halted:
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -140,19 +153,22 @@ func (p *Partition) watchLeadership() {
 		select {
 		case <-p.node.stop:
 			return
+		case <-p.halted:
+			return
 		case <-p.wake:
 		}
 		info := p.leader.Load()
 		if info == nil {
 			continue
 		}
-		if info.LeaderID != p.node.cfg.NodeID {
-			p.setRole(Role{Leader: info.LeaderID, Term: info.Term})
+		leader := nodeOf(info.LeaderID)
+		if info.LeaderID != p.replicaID {
+			p.setRole(Role{Leader: leader, Term: info.Term})
 			continue
 		}
-		p.setRole(Role{Confirming: true, Leader: info.LeaderID, Term: info.Term})
+		p.setRole(Role{Confirming: true, Leader: leader, Term: info.Term})
 		if p.confirm(info) {
-			p.setRole(Role{Leading: true, Leader: info.LeaderID, Term: info.Term})
+			p.setRole(Role{Leading: true, Leader: leader, Term: info.Term})
 			p.node.announce(p.index, info.Term)
 		}
 	}
@@ -174,6 +190,8 @@ func (p *Partition) confirm(info *raftio.LeaderInfo) bool {
 		p.logger.Debug("confirming the leadership", zap.String("error", err.Error()))
 		select {
 		case <-p.node.stop:
+			return false
+		case <-p.halted:
 			return false
 		case <-time.After(p.node.cfg.Timing.RTT):
 		}

@@ -1,6 +1,7 @@
 package cluster
 
-// placement decides which nodes hold the replicas of each state partition: partition p's
+// placement is the founding placement, which the cluster metadata records on the cluster's
+// first start (membership.go then changes it): partition p's
 // replicas are the factor members after and including the (p mod n)-th of the n members in id
 // order, and the first of them is its preferred leader. Every founding node computes the same
 // placement from --initial-cluster. Preferred leaders take turns through the members, so with 3
@@ -34,5 +35,38 @@ func (pl placement) holds(p int, id uint64) bool {
 	return false
 }
 
-// preferred returns partition p's preferred leader.
-func (pl placement) preferred(p int) uint64 { return pl.members[p%len(pl.members)] }
+// replicasOf returns the replicas of partition p, the preferred leader first: the metadata's,
+// or the founding placement's until the metadata records it.
+func (n *Node) replicasOf(p int) []Replica {
+	if rs := n.meta.replicas(p); rs != nil {
+		return rs
+	}
+	if len(n.founded.members) == 0 {
+		return nil
+	}
+	return foundingReplicas(n.founded, p)
+}
+
+// replicaOn returns node's live replica of partition p.
+func (n *Node) replicaOn(p int, node uint64) (Replica, bool) {
+	return onNode(live(n.replicasOf(p)), node)
+}
+
+// holds reports whether node holds a live replica of partition p.
+func (n *Node) holds(p int, node uint64) bool {
+	_, ok := n.replicaOn(p, node)
+	return ok
+}
+
+// memberList returns the cluster's members: the metadata's, or the founding members until the
+// metadata records them.
+func (n *Node) memberList() map[uint64]Member {
+	if m := n.meta.members(); len(m) > 0 {
+		return m
+	}
+	out := map[uint64]Member{}
+	for id, addr := range n.cfg.InitialMembers {
+		out[id] = Member{RaftAddress: addr, State: MemberActive, MetaReplica: id, MetaReady: true}
+	}
+	return out
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -599,4 +601,27 @@ func (m *StateMachine) AppliedIndex() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.applied
+}
+
+// RemoveLog removes every file of a replica's log directory dir (opts as for NewStateMachine):
+// the log of a replica the cluster moved away, or whatever an earlier replica left where a new
+// one is to start empty. No replica may have the log open.
+func RemoveLog(dir string, opts statelog.Options) error {
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = vfs.OS()
+	}
+	names, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("raftlog: list %s: %w", dir, err)
+	}
+	for _, name := range names {
+		if err := fsys.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("raftlog: remove %s: %w", filepath.Join(dir, name), err)
+		}
+	}
+	return fsys.SyncDir(dir)
 }

@@ -33,7 +33,8 @@ const (
 	PermissionAlterConfigs Permission = "alter_configs"
 	// PermissionDescribeConfigs is required by ConfigService.DescribeConfigs.
 	PermissionDescribeConfigs Permission = "describe_configs"
-	// PermissionAlterCluster is required by ClusterService.TransferLeader, as Kafka requires
+	// PermissionAlterCluster is required by ClusterService.TransferLeader, AddNode and RemoveNode
+	// (a node started with --join calls AddNode itself), as Kafka requires
 	// alter on the cluster to move partitions' replicas and leaders.
 	PermissionAlterCluster Permission = "alter_cluster"
 )
@@ -119,7 +120,9 @@ func NewAuthorizer(logger *zap.Logger, cfg AuthorizerConfig) *Authorizer {
 	a.methods[fullMethod(cfgSvc, "DescribeConfigs")] = PermissionDescribeConfigs
 	clusterSvc := pb.ClusterService_ServiceDesc.ServiceName
 	a.methods[fullMethod(clusterSvc, "ListNodes")] = PermissionDescribeConfigs
-	a.methods[fullMethod(clusterSvc, "TransferLeader")] = PermissionAlterCluster
+	for _, m := range []string{"TransferLeader", "AddNode", "RemoveNode"} {
+		a.methods[fullMethod(clusterSvc, m)] = PermissionAlterCluster
+	}
 	return a
 }
 

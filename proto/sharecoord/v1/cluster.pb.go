@@ -78,6 +78,198 @@ func (ClusterNodeState) EnumDescriptor() ([]byte, []int) {
 	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{0}
 }
 
+// AddNodeRequest names the node to add.
+type AddNodeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The replication address the other nodes dial (HOST:PORT).
+	RaftAddress string `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	// Replace the member node_id, which lost its data directory and is stopped, under new
+	// replica ids (Raft forbids a replica that forgot its log and votes to come back as itself).
+	Replace       bool `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddNodeRequest) Reset() {
+	*x = AddNodeRequest{}
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddNodeRequest) ProtoMessage() {}
+
+func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
+func (*AddNodeRequest) Descriptor() ([]byte, []int) {
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AddNodeRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *AddNodeRequest) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+func (x *AddNodeRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+// AddNodeResponse carries what the node needs to start.
+type AddNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's replica id in the cluster metadata's Raft shard.
+	MetadataReplicaId uint64 `protobuf:"varint,1,opt,name=metadata_replica_id,json=metadataReplicaId,proto3" json:"metadata_replica_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *AddNodeResponse) Reset() {
+	*x = AddNodeResponse{}
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddNodeResponse) ProtoMessage() {}
+
+func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
+func (*AddNodeResponse) Descriptor() ([]byte, []int) {
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AddNodeResponse) GetMetadataReplicaId() uint64 {
+	if x != nil {
+		return x.MetadataReplicaId
+	}
+	return 0
+}
+
+// RemoveNodeRequest names the node to remove.
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+// RemoveNodeResponse has no fields.
+type RemoveNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{3}
+}
+
 // ListNodesRequest has no fields.
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -87,7 +279,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[0]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -99,7 +291,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[0]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -112,7 +304,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 // ListNodesResponse lists the nodes in id order.
@@ -129,7 +321,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[1]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -141,7 +333,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[1]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -154,7 +346,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListNodesResponse) GetNodes() []*ClusterNode {
@@ -193,14 +385,18 @@ type ClusterNode struct {
 	// How many state partitions it holds a replica of.
 	Replicas int32 `protobuf:"varint,6,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	// How many state partitions it leads, as the answering node knows.
-	Leaders       int32 `protobuf:"varint,7,opt,name=leaders,proto3" json:"leaders,omitempty"`
+	Leaders int32 `protobuf:"varint,7,opt,name=leaders,proto3" json:"leaders,omitempty"`
+	// Where it is in its membership: "joining", "active" or "removing".
+	Membership string `protobuf:"bytes,8,opt,name=membership,proto3" json:"membership,omitempty"`
+	// How many of its replicas are being added (not yet voters) or removed.
+	Moving        int32 `protobuf:"varint,9,opt,name=moving,proto3" json:"moving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[2]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +408,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[2]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +421,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ClusterNode) GetNodeId() int32 {
@@ -277,6 +473,20 @@ func (x *ClusterNode) GetLeaders() int32 {
 	return 0
 }
 
+func (x *ClusterNode) GetMembership() string {
+	if x != nil {
+		return x.Membership
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetMoving() int32 {
+	if x != nil {
+		return x.Moving
+	}
+	return 0
+}
+
 // TransferLeaderRequest names a state partition and the node to lead it.
 type TransferLeaderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -291,7 +501,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[3]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +513,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[3]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +526,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TransferLeaderRequest) GetPartition() int32 {
@@ -343,7 +553,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[4]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -355,7 +565,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[4]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,7 +578,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TransferLeaderResponse) GetLeaderNodeId() int32 {
@@ -382,7 +592,16 @@ var File_sharecoord_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_sharecoord_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1bsharecoord/v1/cluster.proto\x12\rsharecoord.v1\"\x12\n" +
+	"\x1bsharecoord/v1/cluster.proto\x12\rsharecoord.v1\"f\n" +
+	"\x0eAddNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
+	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x18\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\"A\n" +
+	"\x0fAddNodeResponse\x12.\n" +
+	"\x13metadata_replica_id\x18\x01 \x01(\x04R\x11metadataReplicaId\",\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x14\n" +
+	"\x12RemoveNodeResponse\"\x12\n" +
 	"\x10ListNodesRequest\"\x86\x01\n" +
 	"\x11ListNodesResponse\x120\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1a.sharecoord.v1.ClusterNodeR\x05nodes\x12\x1f\n" +
@@ -390,7 +609,7 @@ const file_sharecoord_v1_cluster_proto_rawDesc = "" +
 	"answeredBy\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x03 \x01(\x05R\n" +
-	"partitions\"\x81\x02\n" +
+	"partitions\"\xb9\x02\n" +
 	"\vClusterNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
 	"\fgrpc_address\x18\x02 \x01(\tR\vgrpcAddress\x12!\n" +
@@ -398,7 +617,11 @@ const file_sharecoord_v1_cluster_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\x0e2\x1f.sharecoord.v1.ClusterNodeStateR\x05state\x12&\n" +
 	"\x0flast_contact_ms\x18\x05 \x01(\x03R\rlastContactMs\x12\x1a\n" +
 	"\breplicas\x18\x06 \x01(\x05R\breplicas\x12\x18\n" +
-	"\aleaders\x18\a \x01(\x05R\aleaders\"N\n" +
+	"\aleaders\x18\a \x01(\x05R\aleaders\x12\x1e\n" +
+	"\n" +
+	"membership\x18\b \x01(\tR\n" +
+	"membership\x12\x16\n" +
+	"\x06moving\x18\t \x01(\x05R\x06moving\"N\n" +
 	"\x15TransferLeaderRequest\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x05R\x06nodeId\">\n" +
@@ -408,10 +631,13 @@ const file_sharecoord_v1_cluster_proto_rawDesc = "" +
 	"\x1eCLUSTER_NODE_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CLUSTER_NODE_STATE_SELF\x10\x01\x12\x19\n" +
 	"\x15CLUSTER_NODE_STATE_UP\x10\x02\x12\"\n" +
-	"\x1eCLUSTER_NODE_STATE_UNREACHABLE\x10\x032\xbf\x01\n" +
+	"\x1eCLUSTER_NODE_STATE_UNREACHABLE\x10\x032\xdc\x02\n" +
 	"\x0eClusterService\x12N\n" +
 	"\tListNodes\x12\x1f.sharecoord.v1.ListNodesRequest\x1a .sharecoord.v1.ListNodesResponse\x12]\n" +
-	"\x0eTransferLeader\x12$.sharecoord.v1.TransferLeaderRequest\x1a%.sharecoord.v1.TransferLeaderResponseBGZEgithub.com/coordinatord/coordinatord/proto/sharecoord/v1;sharecoordv1b\x06proto3"
+	"\x0eTransferLeader\x12$.sharecoord.v1.TransferLeaderRequest\x1a%.sharecoord.v1.TransferLeaderResponse\x12H\n" +
+	"\aAddNode\x12\x1d.sharecoord.v1.AddNodeRequest\x1a\x1e.sharecoord.v1.AddNodeResponse\x12Q\n" +
+	"\n" +
+	"RemoveNode\x12 .sharecoord.v1.RemoveNodeRequest\x1a!.sharecoord.v1.RemoveNodeResponseBGZEgithub.com/coordinatord/coordinatord/proto/sharecoord/v1;sharecoordv1b\x06proto3"
 
 var (
 	file_sharecoord_v1_cluster_proto_rawDescOnce sync.Once
@@ -426,24 +652,32 @@ func file_sharecoord_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_sharecoord_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sharecoord_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_sharecoord_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_sharecoord_v1_cluster_proto_goTypes = []any{
 	(ClusterNodeState)(0),          // 0: sharecoord.v1.ClusterNodeState
-	(*ListNodesRequest)(nil),       // 1: sharecoord.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),      // 2: sharecoord.v1.ListNodesResponse
-	(*ClusterNode)(nil),            // 3: sharecoord.v1.ClusterNode
-	(*TransferLeaderRequest)(nil),  // 4: sharecoord.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 5: sharecoord.v1.TransferLeaderResponse
+	(*AddNodeRequest)(nil),         // 1: sharecoord.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),        // 2: sharecoord.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),      // 3: sharecoord.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),     // 4: sharecoord.v1.RemoveNodeResponse
+	(*ListNodesRequest)(nil),       // 5: sharecoord.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),      // 6: sharecoord.v1.ListNodesResponse
+	(*ClusterNode)(nil),            // 7: sharecoord.v1.ClusterNode
+	(*TransferLeaderRequest)(nil),  // 8: sharecoord.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 9: sharecoord.v1.TransferLeaderResponse
 }
 var file_sharecoord_v1_cluster_proto_depIdxs = []int32{
-	3, // 0: sharecoord.v1.ListNodesResponse.nodes:type_name -> sharecoord.v1.ClusterNode
+	7, // 0: sharecoord.v1.ListNodesResponse.nodes:type_name -> sharecoord.v1.ClusterNode
 	0, // 1: sharecoord.v1.ClusterNode.state:type_name -> sharecoord.v1.ClusterNodeState
-	1, // 2: sharecoord.v1.ClusterService.ListNodes:input_type -> sharecoord.v1.ListNodesRequest
-	4, // 3: sharecoord.v1.ClusterService.TransferLeader:input_type -> sharecoord.v1.TransferLeaderRequest
-	2, // 4: sharecoord.v1.ClusterService.ListNodes:output_type -> sharecoord.v1.ListNodesResponse
-	5, // 5: sharecoord.v1.ClusterService.TransferLeader:output_type -> sharecoord.v1.TransferLeaderResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
+	5, // 2: sharecoord.v1.ClusterService.ListNodes:input_type -> sharecoord.v1.ListNodesRequest
+	8, // 3: sharecoord.v1.ClusterService.TransferLeader:input_type -> sharecoord.v1.TransferLeaderRequest
+	1, // 4: sharecoord.v1.ClusterService.AddNode:input_type -> sharecoord.v1.AddNodeRequest
+	3, // 5: sharecoord.v1.ClusterService.RemoveNode:input_type -> sharecoord.v1.RemoveNodeRequest
+	6, // 6: sharecoord.v1.ClusterService.ListNodes:output_type -> sharecoord.v1.ListNodesResponse
+	9, // 7: sharecoord.v1.ClusterService.TransferLeader:output_type -> sharecoord.v1.TransferLeaderResponse
+	2, // 8: sharecoord.v1.ClusterService.AddNode:output_type -> sharecoord.v1.AddNodeResponse
+	4, // 9: sharecoord.v1.ClusterService.RemoveNode:output_type -> sharecoord.v1.RemoveNodeResponse
+	6, // [6:10] is the sub-list for method output_type
+	2, // [2:6] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
@@ -460,7 +694,7 @@ func file_sharecoord_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharecoord_v1_cluster_proto_rawDesc), len(file_sharecoord_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

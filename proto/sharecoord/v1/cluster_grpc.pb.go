@@ -21,6 +21,8 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ClusterService_ListNodes_FullMethodName      = "/sharecoord.v1.ClusterService/ListNodes"
 	ClusterService_TransferLeader_FullMethodName = "/sharecoord.v1.ClusterService/TransferLeader"
+	ClusterService_AddNode_FullMethodName        = "/sharecoord.v1.ClusterService/AddNode"
+	ClusterService_RemoveNode_FullMethodName     = "/sharecoord.v1.ClusterService/RemoveNode"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -29,8 +31,8 @@ const (
 //
 // ClusterService is the operators' view of a cluster-mode deployment and its leadership
 // controls. Any node answers. A single node (no --initial-cluster) answers FAILED_PRECONDITION.
-// With authorization on, ListNodes needs the describe_configs permission and TransferLeader the
-// alter_cluster permission.
+// With authorization on, ListNodes needs the describe_configs permission; TransferLeader, AddNode
+// and RemoveNode need the alter_cluster permission.
 type ClusterServiceClient interface {
 	// ListNodes returns every node of the cluster as the node asked sees it.
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
@@ -38,6 +40,16 @@ type ClusterServiceClient interface {
 	// leads it (or the call's deadline, at most 30 s, passes). The preference is replicated and
 	// lasts: leaders are rebalanced to it after every restart, until it is cleared (node_id 0).
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
+	// AddNode adds a node to the cluster, or replaces a member whose data directory was lost. It
+	// returns once the change is recorded: the node then joins (started with --join, it calls
+	// AddNode itself), its replicas are added as non-voting ones, made voters once caught up, and
+	// replicas move onto it to balance the cluster. ListNodes shows the progress.
+	AddNode(ctx context.Context, in *AddNodeRequest, opts ...grpc.CallOption) (*AddNodeResponse, error)
+	// RemoveNode removes a node: its replicas move to the other nodes, each new one caught up
+	// before the old one goes, and the node then leaves the cluster (ListNodes no longer lists
+	// it). It returns once the change is recorded. A cluster keeps at least as many nodes as the
+	// replication factor.
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -68,14 +80,34 @@ func (c *clusterServiceClient) TransferLeader(ctx context.Context, in *TransferL
 	return out, nil
 }
 
+func (c *clusterServiceClient) AddNode(ctx context.Context, in *AddNodeRequest, opts ...grpc.CallOption) (*AddNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddNodeResponse)
+	err := c.cc.Invoke(ctx, ClusterService_AddNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterServiceClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveNodeResponse)
+	err := c.cc.Invoke(ctx, ClusterService_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
 //
 // ClusterService is the operators' view of a cluster-mode deployment and its leadership
 // controls. Any node answers. A single node (no --initial-cluster) answers FAILED_PRECONDITION.
-// With authorization on, ListNodes needs the describe_configs permission and TransferLeader the
-// alter_cluster permission.
+// With authorization on, ListNodes needs the describe_configs permission; TransferLeader, AddNode
+// and RemoveNode need the alter_cluster permission.
 type ClusterServiceServer interface {
 	// ListNodes returns every node of the cluster as the node asked sees it.
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
@@ -83,6 +115,16 @@ type ClusterServiceServer interface {
 	// leads it (or the call's deadline, at most 30 s, passes). The preference is replicated and
 	// lasts: leaders are rebalanced to it after every restart, until it is cleared (node_id 0).
 	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
+	// AddNode adds a node to the cluster, or replaces a member whose data directory was lost. It
+	// returns once the change is recorded: the node then joins (started with --join, it calls
+	// AddNode itself), its replicas are added as non-voting ones, made voters once caught up, and
+	// replicas move onto it to balance the cluster. ListNodes shows the progress.
+	AddNode(context.Context, *AddNodeRequest) (*AddNodeResponse, error)
+	// RemoveNode removes a node: its replicas move to the other nodes, each new one caught up
+	// before the old one goes, and the node then leaves the cluster (ListNodes no longer lists
+	// it). It returns once the change is recorded. A cluster keeps at least as many nodes as the
+	// replication factor.
+	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -98,6 +140,12 @@ func (UnimplementedClusterServiceServer) ListNodes(context.Context, *ListNodesRe
 }
 func (UnimplementedClusterServiceServer) TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferLeader not implemented")
+}
+func (UnimplementedClusterServiceServer) AddNode(context.Context, *AddNodeRequest) (*AddNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddNode not implemented")
+}
+func (UnimplementedClusterServiceServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -156,6 +204,42 @@ func _ClusterService_TransferLeader_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_AddNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).AddNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_AddNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).AddNode(ctx, req.(*AddNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterService_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -170,6 +254,14 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TransferLeader",
 			Handler:    _ClusterService_TransferLeader_Handler,
+		},
+		{
+			MethodName: "AddNode",
+			Handler:    _ClusterService_AddNode_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _ClusterService_RemoveNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

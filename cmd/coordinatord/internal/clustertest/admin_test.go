@@ -25,9 +25,19 @@ func runCLI(t *testing.T, args ...string) (string, int) {
 	return out.String(), 0
 }
 
-// nodeRow matches one row of list-nodes: id, gRPC and Raft addresses, state, contact, replicas,
-// leaders.
-var nodeRow = regexp.MustCompile(`(?m)^(\d+)\s+(\S+)\s+(\S+)\s+(\w+)\s+(\S+)\s+(\d+)\s+(\d+)\s*$`)
+// nodeRow matches one row of list-nodes: id, gRPC and Raft addresses, membership, state, contact,
+// replicas, moving replicas, leaders.
+var nodeRow = regexp.MustCompile(`(?m)^(\d+)\s+(\S+)\s+(\S+)\s+(\w+)\s+(\w+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$`)
+
+// listedNodes returns list-nodes' rows reordered as id, gRPC and Raft addresses, state, contact,
+// replicas, leaders, membership and moving replicas.
+func listedNodes(out string) [][]string {
+	var rows [][]string
+	for _, m := range nodeRow.FindAllStringSubmatch(out, -1) {
+		rows = append(rows, []string{m[0], m[1], m[2], m[3], m[5], m[6], m[7], m[9], m[4], m[8]})
+	}
+	return rows
+}
 
 // TestClusterCommands drives `coordinatord cluster`: list-nodes shows every node up with its
 // replicas and leaderships; transfer-leader moves a partition's leadership and the preference
@@ -42,7 +52,7 @@ func TestClusterCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list-nodes: exit %d\n%s", code, out)
 	}
-	rows := nodeRow.FindAllStringSubmatch(out, -1)
+	rows := listedNodes(out)
 	if len(rows) != 3 {
 		t.Fatalf("list-nodes listed %d nodes, want 3:\n%s", len(rows), out)
 	}
