@@ -105,7 +105,8 @@ func openCluster(logger *zap.Logger, bf backendFlags) (*backend, error) {
 		raftAddress = members[uint64(f.nodeID)]
 	}
 	if raftAddress == "" {
-		return nil, badConfig(fmt.Errorf("--node-id %d is not named in --initial-cluster: a node that joins a running cluster needs --raft-advertise HOST:PORT", f.nodeID))
+		return nil, badConfig(fmt.Errorf("--initial-cluster does not name this node (--node-id %d): name every founding node there; "+
+			"a node that joins a running cluster needs --join and --raft-advertise HOST:PORT", f.nodeID))
 	}
 	join, err := joinCluster(logger.Named("join"), f, members, raftAddress, net.JoinHostPort(bf.host, strconv.Itoa(int(bf.port))), bf.sec)
 	if err != nil {
