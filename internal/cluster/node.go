@@ -108,7 +108,7 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 	}
 	routeEngineLogs(logger)
 	n := &Node{logger: logger, cfg: cfg, founded: newPlacement(cfg.memberIDs(), cfg.ReplicationFactor), stop: make(chan struct{}), started: time.Now(),
-		reconcileWake: make(chan struct{}, 1)}
+		reconcileWake: make(chan struct{}, 1), parts: make([]*Partition, cfg.Partitions)}
 	n.metrics = newMetrics(cfg.Registerer, n)
 	nhc := config.NodeHostConfig{
 		DeploymentID:        deploymentID,
@@ -142,22 +142,20 @@ func Start(logger *zap.Logger, cfg Config) (*Node, error) {
 	}
 	n.workers.Go(n.register)
 	n.workers.Go(n.catchUpMetadata)
-	n.parts = make([]*Partition, cfg.Partitions)
 	_, known := onDisk[metadataShardID]
 	for p := range cfg.Partitions {
 		var part *Partition
+		var members map[uint64]dragonboat.Target
 		switch id, ok := onDisk[partitionShardBase+uint64(p)]; {
 		case ok:
 			part = n.newPartition(p, id)
-			err = part.start(nil, false)
 		case !known && cfg.Join == nil && n.founded.holds(p, cfg.NodeID):
-			part = n.newPartition(p, cfg.NodeID)
-			err = part.start(n.initialMembers(n.founded.replicas(p)), false)
+			part, members = n.newPartition(p, cfg.NodeID), n.initialMembers(n.founded.replicas(p))
 		default:
 			continue
 		}
-		n.parts[p] = part
-		if err != nil {
+		n.setPartition(p, part) // before it starts: the engine reports its leaders at once
+		if err := part.start(members, false); err != nil {
 			part.failed = err
 			logger.Error("state partition replica not started", zap.Int("state_partition", p), zap.Error(err))
 		}
@@ -270,6 +268,13 @@ func (n *Node) Partition(p int) *Partition {
 		return nil
 	}
 	return n.parts[p]
+}
+
+// setPartition makes part this node's replica of partition p (nil: none).
+func (n *Node) setPartition(p int, part *Partition) {
+	n.partsMu.Lock()
+	defer n.partsMu.Unlock()
+	n.parts[p] = part
 }
 
 // local returns the replicas this node holds now.

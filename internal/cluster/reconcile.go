@@ -159,6 +159,7 @@ func (n *Node) recordVoter(ctx context.Context, shardID, replicaID uint64, logge
 // addReplica starts replica r of partition p on this node, empty, joining the partition's shard.
 func (n *Node) addReplica(p int, r Replica) {
 	part := n.newPartition(p, r.ID)
+	n.setPartition(p, part) // before it starts: the engine reports its leaders at once
 	var err error
 	if !n.nh.HasNodeInfo(part.shardID, r.ID) {
 		dir, opts := n.cfg.PartitionLog(p)
@@ -172,9 +173,6 @@ func (n *Node) addReplica(p int, r Replica) {
 		err = nil
 		time.Sleep(50 * time.Millisecond) // the replica this one replaces is still stopping
 	}
-	n.partsMu.Lock()
-	n.parts[p] = part
-	n.partsMu.Unlock()
 	if err != nil {
 		part.failed = err
 		n.logger.Error("state partition replica not started", zap.Int("state_partition", p), zap.Uint64("replica", r.ID), zap.Error(err))
