@@ -250,7 +250,8 @@ func TestRequiredPermission(t *testing.T) {
 			t.Errorf("%s: %v %v", m.MethodName, p, ok)
 		}
 	}
-	want := map[string]Permission{"ListNodes": PermissionDescribeConfigs, "TransferLeader": PermissionAlterCluster}
+	want := map[string]Permission{"ListNodes": PermissionDescribeConfigs, "TransferLeader": PermissionAlterCluster,
+		"AddNode": PermissionAlterCluster, "RemoveNode": PermissionAlterCluster}
 	for _, m := range pb.ClusterService_ServiceDesc.Methods {
 		if p, ok := a.methods["/sharecoord.v1.ClusterService/"+m.MethodName]; !ok || p != want[m.MethodName] {
 			t.Errorf("%s: %v %v, want %v", m.MethodName, p, ok, want[m.MethodName])
