@@ -60,27 +60,24 @@ func (n *Node) Nodes() []NodeStatus {
 			leaders[c.Node]++
 		}
 	}
+	held, moving := map[uint64]int{}, map[uint64]int{}
+	for p := range n.cfg.Partitions {
+		for _, r := range n.replicasOf(p) {
+			if r.State != ReplicaRemoving {
+				held[r.Node]++
+			}
+			if r.State != ReplicaVoter {
+				moving[r.Node]++
+			}
+		}
+	}
 	registered := n.meta.nodes()
 	members := n.memberList()
 	ids := slices.Sorted(maps.Keys(members))
 	out := make([]NodeStatus, 0, len(ids))
 	for _, id := range ids {
 		st := NodeStatus{ID: id, RaftAddress: members[id].RaftAddress, GRPCAddress: registered[id].GRPCAddress,
-			Membership: members[id].State, Leaders: leaders[id], LastContact: -1}
-		for p := range n.cfg.Partitions {
-			for _, r := range n.replicasOf(p) {
-				switch {
-				case r.Node != id:
-				case r.State == ReplicaVoter:
-					st.Replicas++
-				case r.State == ReplicaRemoving:
-					st.Moving++
-				default:
-					st.Replicas++
-					st.Moving++
-				}
-			}
-		}
+			Membership: members[id].State, Replicas: held[id], Moving: moving[id], Leaders: leaders[id]}
 		st.State, st.LastContact = n.peerState(id, members[id].RaftAddress)
 		out = append(out, st)
 	}

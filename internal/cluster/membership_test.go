@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -48,23 +49,13 @@ func checkPlacement(t *testing.T, st *metadataState, factor int) {
 		}
 	}
 	spread := func(what string, m map[uint64]int) {
-		lo, hi := slices.Min(slices.Collect(mapsValues(m))), slices.Max(slices.Collect(mapsValues(m)))
+		lo, hi := slices.Min(slices.Collect(maps.Values(m))), slices.Max(slices.Collect(maps.Values(m)))
 		if hi-lo > 1 {
 			t.Fatalf("%s per node %v: spread %d", what, m, hi-lo)
 		}
 	}
 	spread("replicas", replicas)
 	spread("preferred leaderships", leaders)
-}
-
-func mapsValues(m map[uint64]int) func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
-	}
 }
 
 // settle makes every change of the plan done: new replicas vote, removed ones are gone.
@@ -180,7 +171,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // of the nodes want.
 func settledOn(n *Node, want ...uint64) bool {
 	st := n.meta.snapshot()
-	ids := slices.Sorted(mapsKeys(st.Members))
+	ids := slices.Sorted(maps.Keys(st.Members))
 	if !slices.Equal(ids, want) {
 		return false
 	}
@@ -195,16 +186,6 @@ func settledOn(n *Node, want ...uint64) bool {
 		}
 	}
 	return true
-}
-
-func mapsKeys(m map[uint64]Member) func(func(uint64) bool) {
-	return func(yield func(uint64) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // appendEach appends one record tagged tag to every partition through its leader, retrying

@@ -243,18 +243,10 @@ func (n *Node) changeMembership(ctx context.Context, part *Partition) {
 	for _, r := range rs {
 		// A replaced node's successor replica has the old one's address, which Raft allows
 		// once in a shard: the old one, lost with the node's data, goes first.
-		if r.State != ReplicaRemoving || !slices.ContainsFunc(live(rs), func(l Replica) bool { return l.Node == r.Node }) {
-			continue
-		}
-		if r.ID == part.replicaID {
-			n.handLeadershipOver(part.shardID, part.logger, rs)
+		if r.State == ReplicaRemoving && slices.ContainsFunc(live(rs), func(l Replica) bool { return l.Node == r.Node }) {
+			n.removeReplica(ctx, part, sh, rs, r)
 			return
 		}
-		if voter, nonVoting := sh.has(r.ID); (voter || nonVoting) && !sh.remove(ctx, r.ID) {
-			return
-		}
-		n.propose(ctx, memberCommand{Op: opReplicaDropped, Node: r.Node, Partition: part.index, Replica: r.ID})
-		return
 	}
 	pending := false
 	for _, r := range rs {
@@ -280,19 +272,25 @@ func (n *Node) changeMembership(ctx context.Context, part *Partition) {
 		return // replicas are removed once their successors vote
 	}
 	for _, r := range rs {
-		if r.State != ReplicaRemoving {
-			continue
-		}
-		if r.ID == part.replicaID {
-			n.handLeadershipOver(part.shardID, part.logger, rs)
+		if r.State == ReplicaRemoving {
+			n.removeReplica(ctx, part, sh, rs, r)
 			return
 		}
-		if voter, nonVoting := sh.has(r.ID); (voter || nonVoting) && !sh.remove(ctx, r.ID) {
-			return
-		}
-		n.propose(ctx, memberCommand{Op: opReplicaDropped, Node: r.Node, Partition: part.index, Replica: r.ID})
+	}
+}
+
+// removeReplica removes replica r from partition part's shard and records it dropped; if r is
+// this node's replica, which leads, it hands the leadership over instead, and its successor
+// leader removes it.
+func (n *Node) removeReplica(ctx context.Context, part *Partition, sh shardChange, rs []Replica, r Replica) {
+	if r.ID == part.replicaID {
+		n.handLeadershipOver(part.shardID, part.logger, rs)
 		return
 	}
+	if voter, nonVoting := sh.has(r.ID); (voter || nonVoting) && !sh.remove(ctx, r.ID) {
+		return
+	}
+	n.propose(ctx, memberCommand{Op: opReplicaDropped, Node: r.Node, Partition: part.index, Replica: r.ID})
 }
 
 // handLeadershipOver asks for the leadership of a shard this node leads and leaves to move to

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+
+	"github.com/coordinatord/coordinatord/internal/vfs"
 )
 
 // votersFileName, in the Raft engine's directory, lists the replicas of this node that joined a
@@ -69,34 +71,8 @@ func (v *voters) record(shard, replica uint64) error {
 	if err != nil {
 		return err
 	}
-	return writeFileDurably(v.path, b)
-}
-
-// writeFileDurably replaces path with b: a temporary file, synced, renamed over path, and the
-// directory synced.
-func writeFileDurably(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("cluster: write %s: %w", tmp, err)
+	if err := vfs.ReplaceFile(vfs.OS(), filepath.Dir(v.path), votersFileName+".tmp", votersFileName, b); err != nil {
+		return fmt.Errorf("cluster: record the replicas that vote: %w", err)
 	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("cluster: write %s: %w", path, err)
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("cluster: sync %s: %w", filepath.Dir(path), err)
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }

@@ -376,7 +376,7 @@ type ClusterNode struct {
 	NodeId int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// The gRPC address it gives clients; empty until it has registered.
 	GrpcAddress string `protobuf:"bytes,2,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
-	// Its replication address (--raft-listen, as named in --initial-cluster).
+	// Its replication address (as named in --initial-cluster, or its --raft-advertise).
 	RaftAddress string           `protobuf:"bytes,3,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
 	State       ClusterNodeState `protobuf:"varint,4,opt,name=state,proto3,enum=sharecoord.v1.ClusterNodeState" json:"state,omitempty"`
 	// Milliseconds since the answering node last received a Raft message from it; -1 if none
