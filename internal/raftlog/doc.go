@@ -13,6 +13,9 @@
 // entries, in the same order, to logs that start alike, every replica refuses and appends the
 // same ones, and their logs stay identical, offset for offset.
 //
+// A cluster import proposes entries of no replica (ImportEntry): the first seeds logs that were
+// never written, at the source's log-start offset, the rest append as a leader's would.
+//
 // # Durability
 //
 // An entry is acknowledged once Raft committed it, that is once it is in the Raft logs of a

@@ -226,7 +226,7 @@ func (m *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	queued := false
 	for i := range entries {
 		e := &entries[i]
-		value, err := m.apply(e.Cmd)
+		value, err := m.apply(e.Index, e.Cmd)
 		if err != nil {
 			m.opts.Fatal(err)
 			return nil, err
@@ -247,14 +247,17 @@ func (m *StateMachine) Update(entries []sm.Entry) ([]sm.Entry, error) {
 	return entries, nil
 }
 
-// apply applies one entry.
-func (m *StateMachine) apply(cmd []byte) (uint64, error) {
+// apply applies one entry, the one at index.
+func (m *StateMachine) apply(index uint64, cmd []byte) (uint64, error) {
 	e := &m.scratch
 	defer func() { clear(e.records) }()
 	if err := decodeEntry(cmd, e); err != nil {
 		// Every replica decodes the same bytes, so every one skips it.
 		m.logger.Error("skipping a malformed replicated entry", zap.Error(err))
 		return resultMalformed, nil
+	}
+	if e.kind == entryKindSeed {
+		return m.seed(index, e)
 	}
 	if end := m.log.EndOffset(); end != e.expectedEnd {
 		m.logger.Debug("refusing an entry built on another log", zap.Int64("expected_end", e.expectedEnd), zap.Int64("end", end))
@@ -269,6 +272,62 @@ func (m *StateMachine) apply(cmd []byte) (uint64, error) {
 		return resultAppended, nil
 	}
 	m.enqueue(first, e.records)
+	return resultAppended, nil
+}
+
+// seed starts a log that was never written with the records of a seed entry at index, from the
+// entry's log-start offset (see entry): the log is reset to that offset, the records appended,
+// and all of it synced and recorded as applied at once, since a restart truncates the log to the
+// end the applied file records, which must not lie below the log-start offset. The recovering
+// marker covers the replacement, as for a snapshot: a replica that crashes meanwhile empties
+// its log when it restarts and has the entry applied again. The shard loads the new log.
+func (m *StateMachine) seed(index uint64, e *entry) (uint64, error) {
+	if m.log.StartOffset() != 0 || m.log.EndOffset() != 0 {
+		m.logger.Info("refusing to seed a log that holds records", zap.Int64("start_offset", m.log.StartOffset()),
+			zap.Int64("end_offset", m.log.EndOffset()))
+		return resultConflict, nil
+	}
+	fail := func(what string, err error) (uint64, error) {
+		return 0, fmt.Errorf("raftlog: seed the replica's log from offset %d: %s: %w", e.expectedEnd, what, err)
+	}
+	fsys, dir := m.fsys(), m.opts.Dir
+	if err := setMarker(fsys, dir, recoveringFileName, true); err != nil {
+		return fail("mark the replacement", err)
+	}
+	if err := m.log.Close(); err != nil {
+		return fail("close the empty log", err)
+	}
+	m.log = nil
+	if err := statelog.Reset(m.logger, dir, m.opts.Log, e.expectedEnd); err != nil {
+		return fail("reset the log", err)
+	}
+	l, err := statelog.Open(m.logger, dir, m.opts.Log)
+	if err != nil {
+		return fail("open the log", err)
+	}
+	m.log = l
+	if len(e.records) > 0 {
+		if _, err := l.Append(e.records); err != nil {
+			return fail("append the records", err)
+		}
+	}
+	if err := l.Sync(); err != nil {
+		return fail("sync the log", err)
+	}
+	st := appliedState{index: index, end: l.EndOffset()}
+	if err := writeApplied(fsys, dir, st); err != nil {
+		return fail("record the applied index", err)
+	}
+	if err := setMarker(fsys, dir, recoveringFileName, false); err != nil {
+		return fail("clear the replacement's mark", err)
+	}
+	m.synced, m.lastSync = st, time.Now()
+	m.generation++
+	t := &m.tail
+	t.queue, t.bytes, t.overflow, t.replaced, t.position = nil, 0, false, true, l.StartOffset()
+	m.notify()
+	m.logger.Info("seeded the replica's log", zap.Uint64("applied_index", index),
+		zap.Int64("start_offset", l.StartOffset()), zap.Int64("end_offset", l.EndOffset()))
 	return resultAppended, nil
 }
 

@@ -341,3 +341,95 @@ func saveSnapshot(t *testing.T, m *StateMachine) *bytes.Buffer {
 	}
 	return &buf
 }
+
+// An import seeds every replica's empty log at the source's offsets, appends after it, and
+// changes nothing once a log holds records; the shards follow the imported records as another
+// leader's, a replica that crashes keeps the seed, and the shard's own appends go on after it.
+func TestImportSeedsEmptyLogs(t *testing.T) {
+	r := newFakeRaft(t, 3)
+	leader := newShardModel(t, NewReplica(r.replicas[0].sm, r.proposer(1), time.Second))
+	follower := newShardModel(t, NewReplica(r.replicas[1].sm, r.proposer(2), time.Second))
+	importer := r.proposer(1)
+	propose := func(start, at int64, recs ...string) bool {
+		t.Helper()
+		var b [][]byte
+		for _, s := range recs {
+			b = append(b, []byte(s))
+		}
+		value, err := importer.Propose(t.Context(), ImportEntry(start, at, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Appended(value)
+	}
+	if !propose(100, 100, "a", "b") {
+		t.Fatal("the seed of empty logs was refused")
+	}
+	if !propose(100, 102, "c") {
+		t.Fatal("the append after the seed was refused")
+	}
+	if propose(100, 100, "x") {
+		t.Fatal("a seed of logs that hold records was applied")
+	}
+	if propose(100, 101, "y") {
+		t.Fatal("an import entry not at the log's end was applied")
+	}
+	want := []string{"100:a", "101:b", "102:c"}
+	for _, fr := range r.replicas {
+		if got := recordsOf(t, fr); !slices.Equal(got, want) {
+			t.Fatalf("replica %d holds %v, want %v", fr.id, got, want)
+		}
+		if start, _, _ := fr.sm.bounds(); start != 100 {
+			t.Fatalf("replica %d: log-start offset %d, want 100", fr.id, start)
+		}
+	}
+	for _, s := range []*shardModel{leader, follower} {
+		s.follow()
+		if got := s.list(); !slices.Equal(got, want) {
+			t.Fatalf("a shard holds %v after following, want %v", got, want)
+		}
+	}
+
+	// Power cut of a replica that never synced after the seed: the seed is durable, the append
+	// after it is applied again.
+	crash := r.replicas[2]
+	r.mu.Lock()
+	crash.fs = crash.fs.CrashClone(faultfs.CrashOptions{ZeroFill: true})
+	crash.up = false
+	r.mu.Unlock()
+	r.open(crash)
+	if got := recordsOf(t, crash); !slices.Equal(got, want) {
+		t.Fatalf("the restarted replica holds %v, want %v", got, want)
+	}
+	if err := leader.append("own", 1); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "103:own-0")
+	for _, fr := range r.replicas {
+		if got := recordsOf(t, fr); !slices.Equal(got, want) {
+			t.Fatalf("replica %d holds %v after the shard's append, want %v", fr.id, got, want)
+		}
+	}
+}
+
+// A seed cut short by a crash leaves the recovering marker: the replica starts over empty and
+// applies the seed again.
+func TestInterruptedSeedStartsOver(t *testing.T) {
+	r := newFakeRaft(t, 1)
+	fr := r.replicas[0]
+	if err := setMarker(fr.fs, "/p", recoveringFileName, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fr.sm.log.Append([][]byte{[]byte("half")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.sm.log.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_ = fr.sm.Close()
+	r.entries = append(r.entries, ImportEntry(7, 7, [][]byte{[]byte("s")}))
+	r.open(fr)
+	if got, want := recordsOf(t, fr), []string{"7:s"}; !slices.Equal(got, want) {
+		t.Fatalf("after an interrupted seed: %v, want %v", got, want)
+	}
+}
