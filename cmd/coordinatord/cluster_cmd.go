@@ -29,17 +29,18 @@ func newClusterCommand(e env) *cobra.Command {
 	f := &clusterFlags{}
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Operate a cluster: list, add and remove its nodes, move a state partition's leadership",
+		Short: "Operate a cluster: list, add and remove its nodes, move a state partition's leadership, import a single node's data",
 		Long: "The cluster subcommands call ClusterService (sharecoord.v1) on the node at --server, any node of\n" +
 			"the cluster. With authorization on, list-nodes needs the describe_configs permission;\n" +
-			"transfer-leader, add-node and remove-node the alter_cluster permission.",
+			"transfer-leader, add-node, remove-node and import the alter_cluster permission (import also\n" +
+			"alter_configs).",
 		Args: args(cobra.NoArgs),
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.server, "server", "127.0.0.1:7070", "gRPC address of a node of the cluster")
 	pf.DurationVar(&f.timeout, "timeout", 40*time.Second, "deadline of the call")
 	f.tls.register(pf, "--server")
-	cmd.AddCommand(newListNodesCommand(e, f), newTransferLeaderCommand(e, f), newAddNodeCommand(e, f), newRemoveNodeCommand(e, f))
+	cmd.AddCommand(newListNodesCommand(e, f), newTransferLeaderCommand(e, f), newAddNodeCommand(e, f), newRemoveNodeCommand(e, f), newImportCommand(e, f))
 	return cmd
 }
 

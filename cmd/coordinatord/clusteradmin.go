@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -101,6 +103,56 @@ func (a *clusterAdmin) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest
 		return nil, membershipStatus(err)
 	}
 	return &pb.RemoveNodeResponse{}, nil
+}
+
+// ImportRecords copies a chunk of a single-node state log into a partition this node leads.
+func (a *clusterAdmin) ImportRecords(ctx context.Context, req *pb.ImportRecordsRequest) (*pb.ImportRecordsResponse, error) {
+	if a.node == nil {
+		return nil, errSingleNode
+	}
+	res, err := a.node.ImportRecords(ctx, int(req.GetPartition()), req.GetStartOffset(), req.GetOffset(), req.GetRecords())
+	var nl *cluster.NotLeaderError
+	switch {
+	case err == nil:
+		return &pb.ImportRecordsResponse{Appended: res.Appended, StartOffset: res.StartOffset, EndOffset: res.EndOffset}, nil
+	case errors.Is(err, cluster.ErrNoSuchPartition), errors.Is(err, cluster.ErrBadImport):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	case errors.As(err, &nl) && nl.Leader.State != cluster.CoordinatorElecting && nl.Leader.Address != "":
+		return nil, notLeaderStatus(nl)
+	default:
+		return nil, transientStatus(err)
+	}
+}
+
+// notLeaderStatus is FAILED_PRECONDITION naming the partition's leader in an ErrorInfo, for the
+// caller to ask it instead.
+func notLeaderStatus(nl *cluster.NotLeaderError) error {
+	st := status.New(codes.FailedPrecondition, nl.Error())
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonNotLeader, Domain: errorDomain, Metadata: map[string]string{
+		"leader_node_id": strconv.FormatUint(nl.Leader.Node, 10), "leader_address": nl.Leader.Address,
+	}}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// The ErrorInfo of an ImportRecords call made of a node that does not lead the partition.
+const (
+	ReasonNotLeader = "NOT_LEADER"
+	errorDomain     = "coordinatord"
+)
+
+// transientStatus is the status of a call that may succeed later: the deadline, a cancellation,
+// or UNAVAILABLE for the rest (no leader yet, a proposal not committed).
+func transientStatus(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	default:
+		return status.Error(codes.Unavailable, err.Error())
+	}
 }
 
 // membershipStatus is the gRPC status of a membership change that failed.

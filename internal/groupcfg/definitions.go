@@ -623,7 +623,7 @@ func securityDefinitions() []Definition {
 		{
 			Name: KeyAuthorizerAlterCluster, Type: TypeString, Default: "", Validator: principalsRule(),
 			Importance: ImportanceHigh, Scope: ScopeBroker, Server: true,
-			Doc: "The principals allowed the alter_cluster permission (ClusterService.TransferLeader, AddNode and RemoveNode; nodes started with --join call AddNode; Kafka's alter on " +
+			Doc: "The principals allowed the alter_cluster permission (ClusterService.TransferLeader, AddNode, RemoveNode and ImportRecords; nodes started with --join call AddNode; Kafka's alter on " +
 				"the cluster), as in authorizer.cluster.action.principals. Empty allows nobody. Needs authorizer.enabled=true.",
 		},
 	}

@@ -33,9 +33,9 @@ const (
 	PermissionAlterConfigs Permission = "alter_configs"
 	// PermissionDescribeConfigs is required by ConfigService.DescribeConfigs.
 	PermissionDescribeConfigs Permission = "describe_configs"
-	// PermissionAlterCluster is required by ClusterService.TransferLeader, AddNode and RemoveNode
-	// (a node started with --join calls AddNode itself), as Kafka requires
-	// alter on the cluster to move partitions' replicas and leaders.
+	// PermissionAlterCluster is required by ClusterService.TransferLeader, AddNode, RemoveNode and
+	// ImportRecords (a node started with --join calls AddNode itself), as Kafka requires alter on
+	// the cluster to move partitions' replicas and leaders.
 	PermissionAlterCluster Permission = "alter_cluster"
 )
 
@@ -120,7 +120,7 @@ func NewAuthorizer(logger *zap.Logger, cfg AuthorizerConfig) *Authorizer {
 	a.methods[fullMethod(cfgSvc, "DescribeConfigs")] = PermissionDescribeConfigs
 	clusterSvc := pb.ClusterService_ServiceDesc.ServiceName
 	a.methods[fullMethod(clusterSvc, "ListNodes")] = PermissionDescribeConfigs
-	for _, m := range []string{"TransferLeader", "AddNode", "RemoveNode"} {
+	for _, m := range []string{"TransferLeader", "AddNode", "RemoveNode", "ImportRecords"} {
 		a.methods[fullMethod(clusterSvc, m)] = PermissionAlterCluster
 	}
 	return a

@@ -251,7 +251,7 @@ func TestRequiredPermission(t *testing.T) {
 		}
 	}
 	want := map[string]Permission{"ListNodes": PermissionDescribeConfigs, "TransferLeader": PermissionAlterCluster,
-		"AddNode": PermissionAlterCluster, "RemoveNode": PermissionAlterCluster}
+		"AddNode": PermissionAlterCluster, "RemoveNode": PermissionAlterCluster, "ImportRecords": PermissionAlterCluster}
 	for _, m := range pb.ClusterService_ServiceDesc.Methods {
 		if p, ok := a.methods["/sharecoord.v1.ClusterService/"+m.MethodName]; !ok || p != want[m.MethodName] {
 			t.Errorf("%s: %v %v, want %v", m.MethodName, p, ok, want[m.MethodName])

@@ -78,6 +78,145 @@ func (ClusterNodeState) EnumDescriptor() ([]byte, []int) {
 	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{0}
 }
 
+// ImportRecordsRequest carries records of one state partition's log.
+type ImportRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The state partition, in [0, partitions): the source's partition of the same number.
+	Partition int32 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The source log's log-start offset.
+	StartOffset int64 `protobuf:"varint,2,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	// The offset of records[0] in the source log: start_offset seeds an unwritten log, a later
+	// offset appends to a log that ends there.
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Encoded share-group state records (Kafka's __share_group_state key and value), as the
+	// source log holds them.
+	Records       [][]byte `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportRecordsRequest) Reset() {
+	*x = ImportRecordsRequest{}
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportRecordsRequest) ProtoMessage() {}
+
+func (x *ImportRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportRecordsRequest.ProtoReflect.Descriptor instead.
+func (*ImportRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ImportRecordsRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ImportRecordsRequest) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *ImportRecordsRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ImportRecordsRequest) GetRecords() [][]byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// ImportRecordsResponse says whether the records were appended and where the log is.
+type ImportRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the log was not where the records go (already seeded, or not ending at offset):
+	// nothing changed, and the bounds below say where it is.
+	Appended bool `protobuf:"varint,1,opt,name=appended,proto3" json:"appended,omitempty"`
+	// The partition log's log-start and end offsets on its leader after the call.
+	StartOffset   int64 `protobuf:"varint,2,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	EndOffset     int64 `protobuf:"varint,3,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportRecordsResponse) Reset() {
+	*x = ImportRecordsResponse{}
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportRecordsResponse) ProtoMessage() {}
+
+func (x *ImportRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportRecordsResponse.ProtoReflect.Descriptor instead.
+func (*ImportRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ImportRecordsResponse) GetAppended() bool {
+	if x != nil {
+		return x.Appended
+	}
+	return false
+}
+
+func (x *ImportRecordsResponse) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+func (x *ImportRecordsResponse) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
 // AddNodeRequest names the node to add.
 type AddNodeRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -93,7 +232,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[0]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -105,7 +244,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[0]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -118,7 +257,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AddNodeRequest) GetNodeId() int32 {
@@ -153,7 +292,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[1]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +304,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[1]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +317,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AddNodeResponse) GetMetadataReplicaId() uint64 {
@@ -198,7 +337,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[2]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +349,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[2]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +362,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() int32 {
@@ -242,7 +381,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[3]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -254,7 +393,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[3]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -267,7 +406,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 // ListNodesRequest has no fields.
@@ -279,7 +418,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[4]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +430,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[4]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +443,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 // ListNodesResponse lists the nodes in id order.
@@ -321,7 +460,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[5]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +472,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[5]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +485,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListNodesResponse) GetNodes() []*ClusterNode {
@@ -396,7 +535,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[6]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +547,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[6]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +560,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ClusterNode) GetNodeId() int32 {
@@ -501,7 +640,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[7]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +652,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[7]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +665,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TransferLeaderRequest) GetPartition() int32 {
@@ -553,7 +692,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[8]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +704,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sharecoord_v1_cluster_proto_msgTypes[8]
+	mi := &file_sharecoord_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +717,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_sharecoord_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TransferLeaderResponse) GetLeaderNodeId() int32 {
@@ -592,7 +731,17 @@ var File_sharecoord_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_sharecoord_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1bsharecoord/v1/cluster.proto\x12\rsharecoord.v1\"f\n" +
+	"\x1bsharecoord/v1/cluster.proto\x12\rsharecoord.v1\"\x89\x01\n" +
+	"\x14ImportRecordsRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12!\n" +
+	"\fstart_offset\x18\x02 \x01(\x03R\vstartOffset\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x18\n" +
+	"\arecords\x18\x04 \x03(\fR\arecords\"u\n" +
+	"\x15ImportRecordsResponse\x12\x1a\n" +
+	"\bappended\x18\x01 \x01(\bR\bappended\x12!\n" +
+	"\fstart_offset\x18\x02 \x01(\x03R\vstartOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x03 \x01(\x03R\tendOffset\"f\n" +
 	"\x0eAddNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x18\n" +
@@ -631,13 +780,14 @@ const file_sharecoord_v1_cluster_proto_rawDesc = "" +
 	"\x1eCLUSTER_NODE_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CLUSTER_NODE_STATE_SELF\x10\x01\x12\x19\n" +
 	"\x15CLUSTER_NODE_STATE_UP\x10\x02\x12\"\n" +
-	"\x1eCLUSTER_NODE_STATE_UNREACHABLE\x10\x032\xdc\x02\n" +
+	"\x1eCLUSTER_NODE_STATE_UNREACHABLE\x10\x032\xb8\x03\n" +
 	"\x0eClusterService\x12N\n" +
 	"\tListNodes\x12\x1f.sharecoord.v1.ListNodesRequest\x1a .sharecoord.v1.ListNodesResponse\x12]\n" +
 	"\x0eTransferLeader\x12$.sharecoord.v1.TransferLeaderRequest\x1a%.sharecoord.v1.TransferLeaderResponse\x12H\n" +
 	"\aAddNode\x12\x1d.sharecoord.v1.AddNodeRequest\x1a\x1e.sharecoord.v1.AddNodeResponse\x12Q\n" +
 	"\n" +
-	"RemoveNode\x12 .sharecoord.v1.RemoveNodeRequest\x1a!.sharecoord.v1.RemoveNodeResponseBGZEgithub.com/coordinatord/coordinatord/proto/sharecoord/v1;sharecoordv1b\x06proto3"
+	"RemoveNode\x12 .sharecoord.v1.RemoveNodeRequest\x1a!.sharecoord.v1.RemoveNodeResponse\x12Z\n" +
+	"\rImportRecords\x12#.sharecoord.v1.ImportRecordsRequest\x1a$.sharecoord.v1.ImportRecordsResponseBGZEgithub.com/coordinatord/coordinatord/proto/sharecoord/v1;sharecoordv1b\x06proto3"
 
 var (
 	file_sharecoord_v1_cluster_proto_rawDescOnce sync.Once
@@ -652,35 +802,39 @@ func file_sharecoord_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_sharecoord_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sharecoord_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sharecoord_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_sharecoord_v1_cluster_proto_goTypes = []any{
 	(ClusterNodeState)(0),          // 0: sharecoord.v1.ClusterNodeState
-	(*AddNodeRequest)(nil),         // 1: sharecoord.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),        // 2: sharecoord.v1.AddNodeResponse
-	(*RemoveNodeRequest)(nil),      // 3: sharecoord.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),     // 4: sharecoord.v1.RemoveNodeResponse
-	(*ListNodesRequest)(nil),       // 5: sharecoord.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),      // 6: sharecoord.v1.ListNodesResponse
-	(*ClusterNode)(nil),            // 7: sharecoord.v1.ClusterNode
-	(*TransferLeaderRequest)(nil),  // 8: sharecoord.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 9: sharecoord.v1.TransferLeaderResponse
+	(*ImportRecordsRequest)(nil),   // 1: sharecoord.v1.ImportRecordsRequest
+	(*ImportRecordsResponse)(nil),  // 2: sharecoord.v1.ImportRecordsResponse
+	(*AddNodeRequest)(nil),         // 3: sharecoord.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),        // 4: sharecoord.v1.AddNodeResponse
+	(*RemoveNodeRequest)(nil),      // 5: sharecoord.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),     // 6: sharecoord.v1.RemoveNodeResponse
+	(*ListNodesRequest)(nil),       // 7: sharecoord.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),      // 8: sharecoord.v1.ListNodesResponse
+	(*ClusterNode)(nil),            // 9: sharecoord.v1.ClusterNode
+	(*TransferLeaderRequest)(nil),  // 10: sharecoord.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 11: sharecoord.v1.TransferLeaderResponse
 }
 var file_sharecoord_v1_cluster_proto_depIdxs = []int32{
-	7, // 0: sharecoord.v1.ListNodesResponse.nodes:type_name -> sharecoord.v1.ClusterNode
-	0, // 1: sharecoord.v1.ClusterNode.state:type_name -> sharecoord.v1.ClusterNodeState
-	5, // 2: sharecoord.v1.ClusterService.ListNodes:input_type -> sharecoord.v1.ListNodesRequest
-	8, // 3: sharecoord.v1.ClusterService.TransferLeader:input_type -> sharecoord.v1.TransferLeaderRequest
-	1, // 4: sharecoord.v1.ClusterService.AddNode:input_type -> sharecoord.v1.AddNodeRequest
-	3, // 5: sharecoord.v1.ClusterService.RemoveNode:input_type -> sharecoord.v1.RemoveNodeRequest
-	6, // 6: sharecoord.v1.ClusterService.ListNodes:output_type -> sharecoord.v1.ListNodesResponse
-	9, // 7: sharecoord.v1.ClusterService.TransferLeader:output_type -> sharecoord.v1.TransferLeaderResponse
-	2, // 8: sharecoord.v1.ClusterService.AddNode:output_type -> sharecoord.v1.AddNodeResponse
-	4, // 9: sharecoord.v1.ClusterService.RemoveNode:output_type -> sharecoord.v1.RemoveNodeResponse
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	9,  // 0: sharecoord.v1.ListNodesResponse.nodes:type_name -> sharecoord.v1.ClusterNode
+	0,  // 1: sharecoord.v1.ClusterNode.state:type_name -> sharecoord.v1.ClusterNodeState
+	7,  // 2: sharecoord.v1.ClusterService.ListNodes:input_type -> sharecoord.v1.ListNodesRequest
+	10, // 3: sharecoord.v1.ClusterService.TransferLeader:input_type -> sharecoord.v1.TransferLeaderRequest
+	3,  // 4: sharecoord.v1.ClusterService.AddNode:input_type -> sharecoord.v1.AddNodeRequest
+	5,  // 5: sharecoord.v1.ClusterService.RemoveNode:input_type -> sharecoord.v1.RemoveNodeRequest
+	1,  // 6: sharecoord.v1.ClusterService.ImportRecords:input_type -> sharecoord.v1.ImportRecordsRequest
+	8,  // 7: sharecoord.v1.ClusterService.ListNodes:output_type -> sharecoord.v1.ListNodesResponse
+	11, // 8: sharecoord.v1.ClusterService.TransferLeader:output_type -> sharecoord.v1.TransferLeaderResponse
+	4,  // 9: sharecoord.v1.ClusterService.AddNode:output_type -> sharecoord.v1.AddNodeResponse
+	6,  // 10: sharecoord.v1.ClusterService.RemoveNode:output_type -> sharecoord.v1.RemoveNodeResponse
+	2,  // 11: sharecoord.v1.ClusterService.ImportRecords:output_type -> sharecoord.v1.ImportRecordsResponse
+	7,  // [7:12] is the sub-list for method output_type
+	2,  // [2:7] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_sharecoord_v1_cluster_proto_init() }
@@ -694,7 +848,7 @@ func file_sharecoord_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sharecoord_v1_cluster_proto_rawDesc), len(file_sharecoord_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	ClusterService_TransferLeader_FullMethodName = "/sharecoord.v1.ClusterService/TransferLeader"
 	ClusterService_AddNode_FullMethodName        = "/sharecoord.v1.ClusterService/AddNode"
 	ClusterService_RemoveNode_FullMethodName     = "/sharecoord.v1.ClusterService/RemoveNode"
+	ClusterService_ImportRecords_FullMethodName  = "/sharecoord.v1.ClusterService/ImportRecords"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -31,8 +32,8 @@ const (
 //
 // ClusterService is the operators' view of a cluster-mode deployment and its leadership
 // controls. Any node answers. A single node (no --initial-cluster) answers FAILED_PRECONDITION.
-// With authorization on, ListNodes needs the describe_configs permission; TransferLeader, AddNode
-// and RemoveNode need the alter_cluster permission.
+// With authorization on, ListNodes needs the describe_configs permission; TransferLeader, AddNode,
+// RemoveNode and ImportRecords need the alter_cluster permission.
 type ClusterServiceClient interface {
 	// ListNodes returns every node of the cluster as the node asked sees it.
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
@@ -50,6 +51,16 @@ type ClusterServiceClient interface {
 	// it). It returns once the change is recorded. A cluster keeps at least as many nodes as the
 	// replication factor.
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// ImportRecords copies records of a single-node data directory's state log into a state
+	// partition of a new cluster, at the offsets they have there (`coordinatord cluster import`
+	// calls it). Records at the source's log-start offset seed the partition's log, which must
+	// never have been written; later ones append to it where it ends. Either way they are one
+	// Raft entry, acknowledged once committed on a majority. Only the partition's leader serves
+	// it: another node answers FAILED_PRECONDITION with an ErrorInfo (reason NOT_LEADER, domain
+	// coordinatord, metadata leader_node_id and leader_address), or UNAVAILABLE while the
+	// partition elects its leader. Records that are not share-group state records of the
+	// partition, or that exceed 1 MiB together, are refused with INVALID_ARGUMENT.
+	ImportRecords(ctx context.Context, in *ImportRecordsRequest, opts ...grpc.CallOption) (*ImportRecordsResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -100,14 +111,24 @@ func (c *clusterServiceClient) RemoveNode(ctx context.Context, in *RemoveNodeReq
 	return out, nil
 }
 
+func (c *clusterServiceClient) ImportRecords(ctx context.Context, in *ImportRecordsRequest, opts ...grpc.CallOption) (*ImportRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImportRecordsResponse)
+	err := c.cc.Invoke(ctx, ClusterService_ImportRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
 //
 // ClusterService is the operators' view of a cluster-mode deployment and its leadership
 // controls. Any node answers. A single node (no --initial-cluster) answers FAILED_PRECONDITION.
-// With authorization on, ListNodes needs the describe_configs permission; TransferLeader, AddNode
-// and RemoveNode need the alter_cluster permission.
+// With authorization on, ListNodes needs the describe_configs permission; TransferLeader, AddNode,
+// RemoveNode and ImportRecords need the alter_cluster permission.
 type ClusterServiceServer interface {
 	// ListNodes returns every node of the cluster as the node asked sees it.
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
@@ -125,6 +146,16 @@ type ClusterServiceServer interface {
 	// it). It returns once the change is recorded. A cluster keeps at least as many nodes as the
 	// replication factor.
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// ImportRecords copies records of a single-node data directory's state log into a state
+	// partition of a new cluster, at the offsets they have there (`coordinatord cluster import`
+	// calls it). Records at the source's log-start offset seed the partition's log, which must
+	// never have been written; later ones append to it where it ends. Either way they are one
+	// Raft entry, acknowledged once committed on a majority. Only the partition's leader serves
+	// it: another node answers FAILED_PRECONDITION with an ErrorInfo (reason NOT_LEADER, domain
+	// coordinatord, metadata leader_node_id and leader_address), or UNAVAILABLE while the
+	// partition elects its leader. Records that are not share-group state records of the
+	// partition, or that exceed 1 MiB together, are refused with INVALID_ARGUMENT.
+	ImportRecords(context.Context, *ImportRecordsRequest) (*ImportRecordsResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -146,6 +177,9 @@ func (UnimplementedClusterServiceServer) AddNode(context.Context, *AddNodeReques
 }
 func (UnimplementedClusterServiceServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedClusterServiceServer) ImportRecords(context.Context, *ImportRecordsRequest) (*ImportRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ImportRecords not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -240,6 +274,24 @@ func _ClusterService_RemoveNode_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_ImportRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImportRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).ImportRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_ImportRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).ImportRecords(ctx, req.(*ImportRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -262,6 +314,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveNode",
 			Handler:    _ClusterService_RemoveNode_Handler,
+		},
+		{
+			MethodName: "ImportRecords",
+			Handler:    _ClusterService_ImportRecords_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
