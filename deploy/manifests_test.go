@@ -79,6 +79,13 @@ func TestChecksCatchMistakes(t *testing.T) {
 			setArg(t, m, "--initial-cluster=", "--initial-cluster=1=coordinatord-0.coordinatord-headless.$(POD_NAMESPACE).svc:7072,"+
 				"2=coordinatord-2.coordinatord-headless.$(POD_NAMESPACE).svc:7072,3=coordinatord-1.coordinatord-headless.$(POD_NAMESPACE).svc:7072")
 		}},
+		{"no --join", checkCluster, func(t *testing.T, m *manifests) {
+			c := container(t, m)
+			c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--join=") })
+		}},
+		{"a replication address not the pod's", checkCluster, func(t *testing.T, m *manifests) {
+			setArg(t, m, "--raft-advertise=", "--raft-advertise=0.0.0.0:7072")
+		}},
 		{"a fixed node id", checkCluster, func(t *testing.T, m *manifests) {
 			c := container(t, m)
 			c.Args = append(c.Args, "--node-id=1")

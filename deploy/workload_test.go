@@ -97,6 +97,9 @@ func checkCluster(m *manifests) error {
 			return fmt.Errorf("--initial-cluster member %q, want %q", member, want)
 		}
 	}
+	if err := checkJoin(sts, flags); err != nil {
+		return err
+	}
 	if got, err := flags.one("node-id-from-pod-name"); err != nil || got != "$(POD_NAME)" {
 		return fmt.Errorf("--node-id-from-pod-name=%q (%v), want $(POD_NAME)", got, err)
 	}
@@ -110,6 +113,32 @@ func checkCluster(m *manifests) error {
 		return err
 	}
 	return checkAntiAffinity(sts)
+}
+
+// checkJoin: a pod whose volume is new (lost, or a pod beyond the founders) asks the founding pods
+// to replace or add its node (--join, their gRPC addresses by stable name), and gives its own
+// stable name as its replication address (--raft-advertise), which a node --initial-cluster does
+// not name needs.
+func checkJoin(sts *appsv1.StatefulSet, flags commandLine) error {
+	join, err := flags.one("join")
+	if err != nil {
+		return fmt.Errorf("%w: a pod whose volume is lost could not come back", err)
+	}
+	var want []string
+	for i := range 3 {
+		want = append(want, fmt.Sprintf("%s-%d.%s.$(POD_NAMESPACE).svc:%d", sts.Name, i, sts.Spec.ServiceName, grpcPort))
+	}
+	if join != strings.Join(want, ",") {
+		return fmt.Errorf("--join=%s, want the founding pods' gRPC addresses %s", join, strings.Join(want, ","))
+	}
+	advertise, err := flags.one("raft-advertise")
+	if err != nil {
+		return err
+	}
+	if w := fmt.Sprintf("$(POD_NAME).%s.$(POD_NAMESPACE).svc:%d", sts.Spec.ServiceName, raftPort); advertise != w {
+		return fmt.Errorf("--raft-advertise=%s, want the pod's stable name %s", advertise, w)
+	}
+	return nil
 }
 
 // checkRaftPort: --raft-listen binds all interfaces on the container port named raft, which the

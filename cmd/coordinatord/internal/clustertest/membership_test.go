@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,5 +145,84 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 			t.Fatalf("leaders per node %v, want 2 or 3 each of 8", resp.GetNodes())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// kubernetesStyle gives a node the StatefulSet's flags (deploy/base/statefulset.yaml): every pod,
+// founding or not, names the founders in --initial-cluster, their gRPC addresses in --join, and
+// its own replication address in --raft-advertise, from its first start on.
+func (c *cluster) kubernetesStyle(n *node) {
+	n.args = append(n.args, "--raft-advertise", n.raftAddr(), "--join", joinList(c.nodes[:3]))
+}
+
+// TestKubernetesStyleMembership runs the StatefulSet's command line under load: two pods found
+// the cluster while the third has not started, which, started on its empty volume, is replaced
+// under new replica ids (as is a pod whose volume was lost); a fourth pod, scaled up, joins by
+// itself; scaled down after remove-node, the cluster goes on with three.
+func TestKubernetesStyleMembership(t *testing.T) {
+	c := newCluster(t, clusterOptions{nodes: 3})
+	for _, n := range c.nodes {
+		c.kubernetesStyle(n)
+	}
+	for _, n := range c.nodes[:2] {
+		n.start()
+	}
+	for _, n := range c.nodes[:2] {
+		n.waitReady(readyTimeout)
+	}
+	w := newWorkload(t, c, workloadOptions{})
+	w.run()
+	loadFor(2 * time.Second)
+
+	n3 := c.node(3)
+	n3.start()
+	if _, ok := n3.current().waitLine(time.Minute, func(l logLine) bool { return l.Msg == "the cluster added this node" }); !ok {
+		t.Fatalf("node 3, started after the others founded the cluster, was not replaced\n%s", n3.current().tail(40))
+	}
+	n3.waitReady(readyTimeout)
+	waitMembers(t, c.node(1), 1, 2, 3)
+	loadFor(2 * time.Second)
+
+	host := c.opts.hosts[0][:strings.LastIndex(c.opts.hosts[0], ".")+1] + "4"
+	n4 := &node{t: t, id: 4, host: host, dataDir: filepath.Join(t.TempDir(), "node4")}
+	n4.args = slices.Clone(c.node(1).args)
+	for i, a := range n4.args {
+		switch a {
+		case c.node(1).grpcAddr():
+			n4.args[i] = n4.grpcAddr()
+		case c.node(1).metricsAddr():
+			n4.args[i] = n4.metricsAddr()
+		case c.node(1).raftAddr():
+			n4.args[i] = n4.raftAddr()
+		case c.node(1).dataDir:
+			n4.args[i] = n4.dataDir
+		case "1":
+			if n4.args[i-1] == "--node-id" {
+				n4.args[i] = "4"
+			}
+		}
+	}
+	c.nodes = append(c.nodes, n4)
+	t.Cleanup(n4.cleanup)
+	n4.start()
+	n4.waitReady(readyTimeout)
+	if resp := waitMembers(t, c.node(2), 1, 2, 3, 4); resp.GetNodes()[3].GetReplicas() != 6 {
+		t.Fatalf("node 4 holds %d replicas, want 6 of 24", resp.GetNodes()[3].GetReplicas())
+	}
+	loadFor(2 * time.Second)
+
+	if out, code := runCLI(t, "cluster", "remove-node", "--server", c.node(1).grpcAddr(), "--node-id", "4",
+		"--timeout", membershipTimeout.String()); code != 0 {
+		t.Fatalf("remove-node: exit %d\n%s", code, out)
+	}
+	waitMembers(t, c.node(3), 1, 2, 3)
+	n4.terminate()
+	loadFor(2 * time.Second)
+	w.finish()
+	for k, v := range w.stats.failures {
+		if !strings.Contains(k, "NOT_COORDINATOR") && !strings.Contains(k, "COORDINATOR_NOT_AVAILABLE") &&
+			!strings.Contains(k, "COORDINATOR_LOAD_IN_PROGRESS") && !strings.Contains(k, "Unavailable") && !strings.Contains(k, "DeadlineExceeded") {
+			t.Errorf("%d calls failed with %s, which a client does not retry", v, k)
+		}
 	}
 }
