@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -318,8 +322,38 @@ func TestReplacedNodeCatchesUp(t *testing.T) {
 	c.appendEach(t, "after")
 	c.checkReplicasAgree(t, []string{"before", "while-down", "after"})
 
+	engineDir := filepath.Join(c.dirs[2], "raft")
+	waitFor(t, 30*time.Second, "node 2's replicas recorded as voters", func() bool {
+		v, err := openVoters(engineDir)
+		return err == nil && len(v.ids) == 1+c.partitions
+	})
 	c.stop(2)
+	// As if node 2 had crashed after its partitions' promotions were in their snapshots but
+	// before it recorded them: it restarts them non-voting, and they must still be voters that
+	// can lead (a non-voting replica never stands for election nor takes a leadership handed to
+	// it).
+	votersFile := filepath.Join(engineDir, votersFileName)
+	v, err := openVoters(engineDir)
+	if err != nil || len(v.ids) != 1+c.partitions {
+		t.Fatalf("node 2 recorded %v (%v), want its metadata replica and %d partition replicas as voters", v.ids, err, c.partitions)
+	}
+	meta := strconv.Itoa(metadataShardID)
+	if err := os.WriteFile(votersFile, []byte(`{"`+meta+`":`+strconv.FormatUint(v.ids[meta], 10)+`}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c.startWith(2, c.members[2], nil)
+	waitFor(t, 30*time.Second, "node 2's partition replicas recorded as voters again", func() bool {
+		v, err := openVoters(engineDir)
+		return err == nil && len(v.ids) == 1+c.partitions
+	})
+	for p := range c.partitions {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		leader, err := c.nodes[1].TransferLeader(ctx, p, 2)
+		cancel()
+		if err != nil || leader != 2 {
+			t.Fatalf("hand partition %d to node 2: led by %d, %v", p, leader, err)
+		}
+	}
 	c.stop(3) // node 2's replicas must vote now: without node 3, every partition needs them
 	c.appendEach(t, "restarted")
 }

@@ -22,8 +22,9 @@ import (
 // starts as non-voting until this file names it, and the node adds it once the metadata shows
 // the replica promoted and a snapshot taken after the promotion holds it. A running replica
 // becomes a voter the moment its promotion is applied. A replica promoted and snapshotted just
-// before a crash, but not recorded, restarts as non-voting and takes no part in elections until
-// it restarts after the record.
+// before a crash, but not recorded, restarts as non-voting; the engine makes it a voter again as
+// it restores the snapshot, whose membership lists it among the voters (or as it applies the
+// promotion again, if its log was synced before it), and the node records it then.
 const votersFileName = "coordinatord-voters.json"
 
 // voters is this node's record of its joined replicas that vote.
