@@ -14,7 +14,7 @@ const maxRetainedBuf = 1 << 20
 
 // Append writes records as one atomic batch and returns after it is durable (written and
 // fdatasync'ed, or made durable by a file-system sync of the log's SyncGroup that started
-// after the write). first is the offset of records[0]; offsets are dense. A record larger than
+// after the write, or written to the log's Journal, which synced it). first is the offset of records[0]; offsets are dense. A record larger than
 // MaxRecordBytes → ErrRecordTooLarge, a batch whose payload exceeds MaxBatchBytes →
 // ErrBatchTooLarge, both before any I/O (not sticky). Any write/sync/roll error is returned
 // wrapped in ErrFailed and is sticky: every later Append returns an error wrapping ErrFailed
@@ -57,10 +57,15 @@ func (l *Log) Append(records [][]byte) (first int64, err error) {
 	if _, err := l.active.WriteAt(buf, active.size); err != nil {
 		return 0, l.failAppend(fmt.Errorf("statelog: append to %s: %w", active.path, err), active)
 	}
-	took := -1.0 // a sync group records its own syncs
+	took := -1.0 // a sync group or journal records its own syncs
 	switch g := l.opts.SyncGroup; {
 	case l.opts.DeferSync:
 		l.dirty = true
+	case l.opts.Journal != nil:
+		l.dirty = true // a roll syncs the segment it seals: Checkpoint syncs only the active one
+		if err := l.opts.Journal.Write(buf); err != nil {
+			return 0, l.failAppend(fmt.Errorf("statelog: journal the append to %s: %w", active.path, err), active)
+		}
 	case g != nil:
 		if err := g.Sync(); err != nil {
 			return 0, l.failAppend(fmt.Errorf("statelog: sync the file system of %s: %w", active.path, err), active)
@@ -139,7 +144,9 @@ func (l *Log) roll() error {
 	}
 	old, oldPath := l.active, l.segments[len(l.segments)-1].path
 	l.segments = append(l.segments, seg)
+	l.activeMu.Lock()
 	l.active = f
+	l.activeMu.Unlock()
 	l.size.Add(seg.size)
 	l.logger.Debug("rolled state log segment", zap.String("segment", seg.path), zap.Int64("base_offset", seg.base))
 	if err := old.Close(); err != nil {

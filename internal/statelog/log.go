@@ -1,6 +1,7 @@
 package statelog
 
 import (
+	"sync"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,9 @@ type Log struct {
 	// Owner-goroutine state.
 	segments []segment // in offset order; the last is the active segment
 	active   File      // the active segment, open for writing
+	// activeMu guards changes of active, and its use by Checkpoint, which runs on the
+	// journal's goroutine; the owner reads active without it.
+	activeMu sync.Mutex
 	nextID   uint64    // id of the next segment
 	buf      []byte    // frame assembly buffer, reused across appends
 	failed   error     // first write-side failure; sticky
@@ -158,12 +162,14 @@ func (l *Log) Close() error {
 func (l *Log) closeFiles() error {
 	l.remover.close()
 	var errs []error
+	l.activeMu.Lock()
 	if l.active != nil {
 		if err := l.active.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("statelog: close %s: %w", l.segments[len(l.segments)-1].path, err))
 		}
 		l.active = nil
 	}
+	l.activeMu.Unlock()
 	if l.lock != nil {
 		if err := l.lock.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("statelog: unlock %s: %w", l.dir, err))

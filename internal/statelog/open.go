@@ -82,6 +82,11 @@ func openLocked(logger *zap.Logger, dir string, opts Options, lock io.Closer, de
 		}
 		return nil, err
 	}
+	if opts.Journal != nil {
+		if err := opts.Journal.Attach(l); err != nil {
+			return nil, errors.Join(err, l.closeFiles())
+		}
+	}
 	l.publish()
 	// A log that opened as it was closed is one of many, summed up by whoever opens them all; one
 	// that recovery had to repair or clean up gets a line of its own, next to the WARN lines

@@ -65,6 +65,11 @@ type Options struct {
 	// set to the end of its last Sync. A sealed segment is synced when the log rolls past it.
 	// It cannot be combined with SyncGroup.
 	DeferSync bool
+	// Journal, when set, makes Append durable by writing its frame to a journal the node's logs
+	// share (one write and one fdatasync per round for all of them) instead of by syncing the
+	// segment; the journal syncs the log itself now and then (Checkpoint) and, after a crash,
+	// appends again what the log lost. It excludes SyncGroup and DeferSync.
+	Journal Journal
 	// OwnerFiles names files in the log's directory that belong to the log's owner (such as a
 	// replica's record of what it applied): Open leaves them alone without reporting them.
 	OwnerFiles []string
@@ -90,6 +95,8 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("statelog: ReadBufferBytes %d is negative", o.ReadBufferBytes)
 	case o.DeferSync && o.SyncGroup != nil:
 		return o, fmt.Errorf("statelog: DeferSync and SyncGroup exclude each other")
+	case o.Journal != nil && (o.DeferSync || o.SyncGroup != nil):
+		return o, fmt.Errorf("statelog: a Journal excludes DeferSync and SyncGroup")
 	}
 	o.ReadBufferBytes = min(max(o.ReadBufferBytes, minReadBufferBytes), MaxReadBufferBytes)
 	if o.FS == nil {

@@ -12,10 +12,15 @@ import (
 // the background (Close waits for that). off ≤ StartOffset() → no-op; off > EndOffset() →
 // ErrOutOfRange. An I/O error persisting the offset is sticky, as for Append; a failed
 // deletion is logged and tried again when segments are next dropped. A crash before the files
-// are gone leaves segments below the start offset, which Open deletes.
+// are gone leaves segments below the start offset, which Open deletes. A log in a Journal moves
+// its start no further than the end of its last checkpoint (Journal.Checkpointed): recovery
+// cuts the log back to that end.
 func (l *Log) SetStartOffset(off int64) error {
 	if err := l.usable(); err != nil {
 		return err
+	}
+	if j := l.opts.Journal; j != nil {
+		off = min(off, j.Checkpointed())
 	}
 	if off <= l.start.Load() {
 		return nil
