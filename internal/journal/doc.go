@@ -1,0 +1,41 @@
+// Package journal keeps a node's write-ahead journal of its state logs: one file that every
+// state partition's appends go to, made durable with one write and one fdatasync per round for
+// all of them, where each log syncing its own segment would cost an fdatasync per partition
+// and commit (statelog.Options.Journal).
+//
+// # Rounds
+//
+// A log writes its frame to its segment (not synced), then to the journal (Log.Write), and
+// its append is acknowledged once a round made the journal record durable. One caller at a time
+// runs a round: it writes everything queued since the last one with one write and one
+// fdatasync; callers that queue meanwhile wait for the next round, which one of them then runs.
+// A failed write or sync poisons the journal: every later write fails (statelog.ErrFailed
+// follows in each log) until the process restarts and recovers from what is on disk.
+//
+// # Checkpoints
+//
+// Every CheckpointInterval (or CheckpointBytes of records) the journal starts a new segment,
+// has every log sync its active segment (statelog.Log.Checkpoint) and records, in the
+// checkpoint file, each log's end at that moment with the new segment's id, then deletes the
+// older segments: every frame they hold is below the recorded ends, because a log writes a
+// frame before it journals it. A log never moves its log-start offset past its last recorded
+// end (statelog.Journal.Checkpointed).
+//
+// # Recovery
+//
+// Before the logs open, Recover cuts each log back to its recorded end (what followed may be
+// lost or torn anywhere after a crash, since the log did not sync it) and appends again the
+// frames the journal holds from the checkpoint's segment on; frames below a log's end are ones
+// it held already. Then it records a new checkpoint and deletes the segments, and Open starts an
+// empty one.
+//
+// # Format
+//
+// DIR/checkpoint is JSON: {"version": 1, "segment": first segment to read, "ends": {log id:
+// end offset}}, replaced atomically. DIR/NNNNNNNNNNNNNNNNNNNN.journal (the id in 20 digits)
+// starts with a 16-byte header ("cdjrnl", version uint16 1, id uint64) followed by records:
+// frame length uint32, log id uint32, CRC-32C of the id's four bytes and the frame uint32, then
+// the frame exactly as statelog wrote it (its own header and checksum included). Integers are
+// little-endian. A record cut short or failing its checksum ends the journal, in the last
+// segment only.
+package journal

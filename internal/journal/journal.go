@@ -1,0 +1,439 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/vfs"
+)
+
+// Defaults of Options.
+const (
+	// DefaultCheckpointInterval is how often the journal checkpoints its logs while it is
+	// written to: what a restart after a crash appends again is at most about this much.
+	DefaultCheckpointInterval = 10 * time.Second
+	// DefaultCheckpointBytes starts a checkpoint early once the journal holds this much.
+	DefaultCheckpointBytes = 64 << 20
+)
+
+// Options configures a Journal. Zero values mean the defaults.
+type Options struct {
+	FS                 vfs.FS            // nil: the operating system's
+	Metrics            *statelog.Metrics // records each round's sync; nil: nothing recorded
+	CheckpointInterval time.Duration
+	CheckpointBytes    int64
+}
+
+func (o Options) resolve() Options {
+	if o.FS == nil {
+		o.FS = vfs.OS()
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.CheckpointBytes <= 0 {
+		o.CheckpointBytes = DefaultCheckpointBytes
+	}
+	return o
+}
+
+// ErrClosed is returned by a write to a closed journal.
+var ErrClosed = errors.New("journal: closed")
+
+// ErrFailed wraps every error of a journal after a write, sync or checkpoint failed: what it or
+// a log holds may be lost, and only a restart, which recovers from what is on disk, goes on.
+var ErrFailed = errors.New("journal: failed")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Journal is a node's write-ahead journal of its state logs' appends (see the package doc). It is
+// safe for concurrent use.
+type Journal struct {
+	logger *zap.Logger
+	opts   Options
+	dir    string
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	file     vfs.File // the segment being written
+	segment  uint64   // its id
+	size     int64    // its size
+	pending  []byte   // records of the next round
+	spare    []byte
+	// pendingEnds are the logs' ends the records of the next round reach, in order; journaled
+	// is how far each log's frames in the journal reach, once their round is durable.
+	pendingEnds []logEnd
+	spareEnds   []logEnd
+	journaled   map[int]int64
+	started  uint64 // rounds started
+	finished uint64 // rounds finished
+	running  bool   // a round, or a rotation, is running
+	failed   error
+	closed   bool
+	written  int64 // bytes written since the last checkpoint
+	logs     map[int]*Log
+	// held are the logs recovery could not open, with the first segment of their frames: the
+	// checkpoints keep those segments (see Recover).
+	held map[int]uint64
+
+	checkpointNow chan struct{}
+	stop          chan struct{}
+	done          chan struct{}
+}
+
+// Log is one state log's place in the journal: its statelog.Options.Journal.
+// logEnd is how far a journaled frame of log id reaches.
+type logEnd struct {
+	id  int
+	end int64
+}
+
+type Log struct {
+	j            *Journal
+	id           int
+	log          atomic.Pointer[statelog.Log]
+	checkpointed atomic.Int64
+}
+
+var _ statelog.Journal = (*Log)(nil)
+
+// Open starts the journal in dir, which Recover has emptied (it names the segment to write in
+// its checkpoint); a journal whose segment holds records already is refused.
+func Open(logger *zap.Logger, dir string, opts Options) (*Journal, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	opts = opts.resolve()
+	cp, ok, err := readCheckpoint(opts.FS, dir)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("journal: %s holds no checkpoint: recover it first", dir)
+	}
+	j := &Journal{logger: logger, opts: opts, dir: dir, segment: cp.Segment, logs: map[int]*Log{}, journaled: map[int]int64{}, held: cp.Held,
+		checkpointNow: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	j.cond = sync.NewCond(&j.mu)
+	if j.file, j.size, err = createSegment(opts.FS, dir, cp.Segment); err != nil {
+		return nil, err
+	}
+	for id, end := range cp.Ends {
+		l := j.Log(id)
+		l.checkpointed.Store(end)
+		j.journaled[id] = end
+	}
+	go j.checkpointLoop()
+	return j, nil
+}
+
+// Log returns the journal's handle for state log id (a partition), the same on every call.
+func (j *Journal) Log(id int) *Log {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	l, ok := j.logs[id]
+	if !ok {
+		l = &Log{j: j, id: id}
+		j.logs[id] = l
+	}
+	return l
+}
+
+// ErrHeld is the refusal to open a log whose journaled records recovery could not append (the
+// log did not open, or they did not fit it): serving it would serve a state without them.
+var ErrHeld = errors.New("journal: the journal holds records of this state log that recovery could not append to it")
+
+// Attach is called by statelog.Open with the log this handle journals; it refuses a held log.
+func (l *Log) Attach(log *statelog.Log) error {
+	l.j.mu.Lock()
+	_, held := l.j.held[l.id]
+	l.j.mu.Unlock()
+	if held {
+		return fmt.Errorf("%w (see the error logged at start-up); repair it and restart the server", ErrHeld)
+	}
+	l.log.Store(log)
+	return nil
+}
+
+// Checkpointed returns the end offset up to which the log was durable on its own at the last
+// checkpoint.
+func (l *Log) Checkpointed() int64 { return l.checkpointed.Load() }
+
+// Write appends the log's frame to the journal and returns once a round made it durable.
+func (l *Log) Write(frame []byte) error { return l.j.write(l, frame) }
+
+// Record layout: length of the frame (uint32), log id (uint32), CRC-32C of the id and the frame
+// (uint32), the frame.
+const recordHeaderSize = 12
+
+func (j *Journal) write(l *Log, frame []byte) error {
+	end, ok := statelog.FrameEnd(frame)
+	if !ok {
+		return fmt.Errorf("journal: state log %d wrote no frame", l.id)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.usable(); err != nil {
+		return err
+	}
+	j.pendingEnds = append(j.pendingEnds, logEnd{id: l.id, end: end})
+	var h [recordHeaderSize]byte
+	binary.LittleEndian.PutUint32(h[0:], uint32(len(frame)))
+	binary.LittleEndian.PutUint32(h[4:], uint32(l.id))
+	sum := crc32.Update(crc32.Checksum(h[4:8], castagnoli), castagnoli, frame)
+	binary.LittleEndian.PutUint32(h[8:], sum)
+	j.pending = append(append(j.pending, h[:]...), frame...)
+	target := j.started + 1 // the round that takes pending next
+	for {
+		switch {
+		case j.failed != nil:
+			return j.failure()
+		case j.finished >= target:
+			return nil
+		case j.closed:
+			return ErrClosed
+		case j.running:
+			j.cond.Wait()
+		default:
+			j.runRoundLocked()
+		}
+	}
+}
+
+func (j *Journal) usable() error {
+	switch {
+	case j.failed != nil:
+		return j.failure()
+	case j.closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+func (j *Journal) failure() error { return fmt.Errorf("%w: %w", ErrFailed, j.failed) }
+
+// runRoundLocked writes and syncs what is pending, with j.mu held on entry and exit (released
+// meanwhile).
+func (j *Journal) runRoundLocked() {
+	j.running = true
+	j.started++
+	buf, ends := j.pending, j.pendingEnds
+	j.pending, j.pendingEnds = j.spare[:0], j.spareEnds[:0]
+	f, at := j.file, j.size
+	j.mu.Unlock()
+	began := time.Now()
+	_, err := f.WriteAt(buf, at)
+	if err == nil {
+		err = f.Sync()
+	}
+	j.opts.Metrics.ObserveSync(time.Since(began).Seconds())
+	j.mu.Lock()
+	j.running = false
+	if err != nil {
+		j.fail(fmt.Errorf("write %d bytes to segment %d: %w", len(buf), j.segment, err))
+	} else {
+		j.size += int64(len(buf))
+		j.written += int64(len(buf))
+		j.finished++
+		for _, e := range ends {
+			j.journaled[e.id] = max(j.journaled[e.id], e.end)
+		}
+	}
+	if cap(buf) <= 4<<20 {
+		j.spare = buf[:0]
+	}
+	j.spareEnds = ends[:0]
+	if j.written >= j.opts.CheckpointBytes {
+		select {
+		case j.checkpointNow <- struct{}{}:
+		default:
+		}
+	}
+	j.cond.Broadcast()
+}
+
+// fail poisons the journal; j.mu is held.
+func (j *Journal) fail(err error) {
+	if j.failed == nil {
+		j.failed = err
+		j.logger.Error("the journal failed: every state log fails until the process restarts", zap.Error(err))
+	}
+}
+
+func (j *Journal) checkpointLoop() {
+	defer close(j.done)
+	tick := time.NewTicker(j.opts.CheckpointInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-tick.C:
+		case <-j.checkpointNow:
+		}
+		if err := j.checkpoint(); err != nil {
+			j.mu.Lock()
+			j.fail(err)
+			j.cond.Broadcast()
+			j.mu.Unlock()
+			return
+		}
+	}
+}
+
+// checkpoint moves the journal to a new segment, makes every log durable on its own up to the
+// end its frames in the older segments reach (a log writes a frame before it journals it, so
+// each frame there is in the log's files, which Log.Checkpoint syncs), records those ends with
+// the new segment as where recovery starts, and deletes the older segments. The ends are the
+// journal's own, taken between rounds, not the logs': a log counts an append in its end only
+// once the journal returned, so a frame journaled just before the new segment might be missing
+// from the log's end but not from the journal's.
+func (j *Journal) checkpoint() error {
+	j.mu.Lock()
+	for j.running {
+		j.cond.Wait()
+	}
+	if j.failed != nil || (j.written == 0 && !j.closed) {
+		j.mu.Unlock()
+		return nil
+	}
+	j.running = true
+	old, oldID := j.file, j.segment
+	ends := make(map[int]int64, len(j.journaled))
+	for id, end := range j.journaled {
+		ends[id] = end
+	}
+	logs := make(map[int]*Log, len(j.logs))
+	for id, l := range j.logs {
+		logs[id] = l
+	}
+	j.mu.Unlock()
+	next := oldID + 1
+	f, size, err := createSegment(j.opts.FS, j.dir, next)
+	j.mu.Lock()
+	if err == nil {
+		j.file, j.segment, j.size, j.written = f, next, size, 0
+	}
+	j.running = false
+	j.cond.Broadcast()
+	j.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	_ = old.Close()
+	cp := checkpointState{Version: checkpointVersion, Segment: next, Ends: map[int]int64{}, Held: j.held}
+	for id, l := range logs {
+		if log := l.log.Load(); log != nil {
+			if err := log.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		if end, ok := ends[id]; ok {
+			cp.Ends[id] = end
+		}
+	}
+	if err := writeCheckpoint(j.opts.FS, j.dir, cp); err != nil {
+		return err
+	}
+	for id, end := range cp.Ends {
+		logs[id].checkpointed.Store(end)
+	}
+	return removeSegmentsBelow(j.opts.FS, j.dir, cp.first())
+}
+
+// Close checkpoints the journal once more (its logs closed first, so that the next start has
+// nothing to append again) and closes it.
+func (j *Journal) Close() error {
+	close(j.stop)
+	<-j.done
+	j.mu.Lock()
+	for j.running {
+		j.cond.Wait()
+	}
+	failed := j.failed
+	j.closed = true
+	j.mu.Unlock()
+	var err error
+	if failed == nil {
+		err = j.checkpoint()
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.cond.Broadcast()
+	if cerr := j.file.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	return err
+}
+
+func segmentName(id uint64) string { return fmt.Sprintf("%020d.journal", id) }
+
+func segmentID(name string) (uint64, bool) {
+	if len(name) != 20+len(".journal") || filepath.Ext(name) != ".journal" {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(name[:20], 10, 64)
+	return id, err == nil
+}
+
+// Segment header: magic, format version, segment id.
+const (
+	segmentMagic      = "cdjrnl"
+	segmentVersion    = 1
+	segmentHeaderSize = 16
+)
+
+// createSegment creates segment id in dir (replacing an empty leftover), durable with its header,
+// and returns it open with its size.
+func createSegment(fsys vfs.FS, dir string, id uint64) (vfs.File, int64, error) {
+	path := filepath.Join(dir, segmentName(id))
+	f, err := fsys.Create(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("journal: create %s: %w", path, err)
+	}
+	var h [segmentHeaderSize]byte
+	copy(h[:], segmentMagic)
+	binary.LittleEndian.PutUint16(h[6:], segmentVersion)
+	binary.LittleEndian.PutUint64(h[8:], id)
+	if _, err = f.WriteAt(h[:], 0); err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, 0, fmt.Errorf("journal: create %s: %w", path, err)
+	}
+	return f, segmentHeaderSize, nil
+}
+
+// removeSegmentsBelow deletes the segments of ids below id.
+func removeSegmentsBelow(fsys vfs.FS, dir string, id uint64) error {
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("journal: list %s: %w", dir, err)
+	}
+	removed := false
+	for _, name := range names {
+		if sid, ok := segmentID(name); ok && sid < id {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("journal: remove %s: %w", name, err)
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return fsys.SyncDir(dir)
+	}
+	return nil
+}

@@ -1,0 +1,308 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
+)
+
+const journalDir = "/data/journal"
+
+func logDir(id int) string { return filepath.Join("/data", fmt.Sprintf("p-%d", id)) }
+
+func logDirs(n int) map[int]string {
+	dirs := map[int]string{}
+	for id := range n {
+		dirs[id] = logDir(id)
+	}
+	return dirs
+}
+
+// node is a test node: n logs in one journal on fsys.
+type node struct {
+	t    *testing.T
+	fsys *faultfs.CrashFS
+	j    *Journal
+	logs []*statelog.Log
+}
+
+func openNode(t *testing.T, fsys *faultfs.CrashFS, n int, opts Options) *node {
+	t.Helper()
+	logger := zaptest.NewLogger(t)
+	lo := statelog.Options{FS: fsys, SegmentBytes: 4096}
+	if err := Recover(logger, journalDir, logDirs(n), lo, fsys); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	opts.FS = fsys
+	j, err := Open(logger, journalDir, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	nd := &node{t: t, fsys: fsys, j: j}
+	for id := range n {
+		o := lo
+		o.Journal = j.Log(id)
+		l, err := statelog.Open(logger, logDir(id), o)
+		if err != nil {
+			t.Fatalf("open log %d: %v", id, err)
+		}
+		nd.logs = append(nd.logs, l)
+	}
+	return nd
+}
+
+func (nd *node) close() {
+	for _, l := range nd.logs {
+		if err := l.Close(); err != nil {
+			nd.t.Errorf("close log: %v", err)
+		}
+	}
+	if err := nd.j.Close(); err != nil {
+		nd.t.Errorf("close journal: %v", err)
+	}
+}
+
+// contents returns every record of log id with its offset, reading it as a new Open would.
+func contents(t *testing.T, fsys *faultfs.CrashFS, id int) (start int64, recs []string) {
+	t.Helper()
+	l, err := statelog.Load(zaptest.NewLogger(t), logDir(id), statelog.Options{FS: fsys, SegmentBytes: 4096}, func(off int64, r []byte) error {
+		recs = append(recs, fmt.Sprintf("%d:%s", off, r))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("load log %d: %v", id, err)
+	}
+	start = l.StartOffset()
+	_ = l.Close()
+	return start, recs
+}
+
+// Concurrent appends to many logs, checkpoints and prunes meanwhile, then a power cut at a random
+// moment: after Recover, every log holds every append acknowledged before the cut, at its offset,
+// and nothing else but appends that were under way.
+func TestPowerCutKeepsAcknowledgedAppends(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 1))
+			fsys := faultfs.NewCrashFS()
+			const logs = 4
+			nd := openNode(t, fsys, logs, Options{CheckpointInterval: time.Millisecond, CheckpointBytes: 2048})
+			var acked [logs]atomic.Int64 // appends acknowledged, per log: records [0, acked)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for id := range logs {
+				wg.Go(func() {
+					l := nd.logs[id]
+					for i := int64(0); ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if _, err := l.Append([][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil {
+							t.Errorf("append to log %d: %v", id, err)
+							return
+						}
+						acked[id].Store(i + 1)
+						if i%37 == 36 {
+							if err := l.SetStartOffset(i - 20); err != nil {
+								t.Errorf("prune log %d: %v", id, err)
+								return
+							}
+						}
+					}
+				})
+			}
+			time.Sleep(time.Duration(5+rng.IntN(40)) * time.Millisecond)
+			var before [logs]int64
+			for id := range logs {
+				before[id] = acked[id].Load()
+			}
+			crashed := fsys.CrashClone(faultfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, 2)), ZeroFill: seed%2 == 0})
+			close(stop)
+			wg.Wait()
+			nd.close()
+
+			after := openNode(t, crashed, logs, Options{})
+			after.close()
+			for id := range logs {
+				start, recs := contents(t, crashed, id)
+				if int64(len(recs))+start < before[id] {
+					t.Fatalf("log %d ends at %d after the cut, but %d appends were acknowledged", id, int64(len(recs))+start, before[id])
+				}
+				for i, r := range recs {
+					off := start + int64(i)
+					if want := fmt.Sprintf("%d:r%d", off, off); r != want {
+						t.Fatalf("log %d holds %q at offset %d, want %q", id, r, off, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A clean shutdown leaves nothing to append again, and the logs hold everything.
+func TestCloseCheckpoints(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	nd := openNode(t, fsys, 2, Options{})
+	for i := range 10 {
+		if _, err := nd.logs[i%2].Append([][]byte{fmt.Appendf(nil, "r%d", i/2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nd.close()
+	cp, ok, err := readCheckpoint(fsys, journalDir)
+	if err != nil || !ok || cp.Ends[0] != 5 || cp.Ends[1] != 5 {
+		t.Fatalf("checkpoint after close: %+v %v %v; want both logs at 5", cp, ok, err)
+	}
+	frames, _, err := readFrames(zaptest.NewLogger(t), fsys, journalDir, cp.Segment, 0)
+	if err != nil || len(frames) != 0 {
+		t.Fatalf("the journal holds %d logs' frames after a clean close (%v), want none", len(frames), err)
+	}
+	crashed := fsys.CrashClone(faultfs.CrashOptions{})
+	openNode(t, crashed, 2, Options{}).close()
+	for id := range 2 {
+		if _, recs := contents(t, crashed, id); !slices.Equal(recs, []string{"0:r0", "1:r1", "2:r2", "3:r3", "4:r4"}) {
+			t.Fatalf("log %d holds %v", id, recs)
+		}
+	}
+}
+
+// A failed journal sync fails the append and every later one, and no log holds the record.
+func TestFailedSyncPoisons(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	var failSyncs atomic.Bool
+	inj := faultfs.Wrap(fsys, faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if failSyncs.Load() && op.Kind == faultfs.OpSync && filepath.Dir(op.Path) == journalDir {
+			return errors.New("injected EIO")
+		}
+		return nil
+	}))
+	logger := zaptest.NewLogger(t)
+	lo := statelog.Options{FS: inj, SegmentBytes: 4096}
+	if err := Recover(logger, journalDir, logDirs(2), lo, inj); err != nil {
+		t.Fatal(err)
+	}
+	j, err := Open(logger, journalDir, Options{FS: inj})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo.Journal = j.Log(0)
+	l, err := statelog.Open(logger, logDir(0), lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo.Journal = j.Log(1)
+	other, err := statelog.Open(logger, logDir(1), lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append([][]byte{[]byte("ok")}); err != nil {
+		t.Fatal(err)
+	}
+	failSyncs.Store(true)
+	if _, err := l.Append([][]byte{[]byte("lost")}); !errors.Is(err, statelog.ErrFailed) || !errors.Is(err, ErrFailed) {
+		t.Fatalf("append under a failed journal sync: %v, want ErrFailed", err)
+	}
+	failSyncs.Store(false)
+	if _, err := other.Append([][]byte{[]byte("after")}); !errors.Is(err, ErrFailed) {
+		t.Fatalf("another log's append after a failed sync: %v, want the journal failed for good", err)
+	}
+	_ = l.Close()
+	_ = other.Close()
+	_ = j.Close()
+	if _, recs := contents(t, fsys, 0); !slices.Equal(recs, []string{"0:ok"}) {
+		t.Fatalf("the log holds %v, want only the acknowledged append", recs)
+	}
+}
+
+// A log that recovery cannot open is held: the others recover, the held log refuses to open and
+// the journal keeps its records; once the log is repaired (cut at its damage), the next recovery
+// opens it as it is, appends what continues it, and logs the rest as lost.
+func TestDamagedLogIsHeldUntilRepaired(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	nd := openNode(t, fsys, 2, Options{CheckpointInterval: time.Hour})
+	appendN := func(id, from, n int) {
+		for i := from; i < from+n; i++ {
+			if _, err := nd.logs[id].Append([][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(0, 0, 20)
+	appendN(1, 0, 20)
+	if err := nd.j.checkpoint(); err != nil { // both logs durable up to 20
+		t.Fatal(err)
+	}
+	appendN(0, 20, 5) // in the journal only
+	appendN(1, 20, 5)
+	crashed := fsys.CrashClone(faultfs.CrashOptions{})
+	nd.close()
+
+	// Damage log 0 below its checkpointed end.
+	segs, err := crashed.ReadDir(logDir(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seg string
+	for _, name := range segs {
+		if filepath.Ext(name) == ".seg" {
+			seg = filepath.Join(logDir(0), name)
+			break
+		}
+	}
+	data, err := crashed.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := crashed.WriteFile(seg, data); err != nil {
+		t.Fatal(err)
+	}
+
+	logger := zaptest.NewLogger(t)
+	lo := statelog.Options{FS: crashed, SegmentBytes: 4096}
+	if err := Recover(logger, journalDir, logDirs(2), lo, crashed); err != nil {
+		t.Fatalf("Recover with a damaged log: %v", err)
+	}
+	if _, recs := contents(t, crashed, 1); len(recs) != 25 {
+		t.Fatalf("the healthy log holds %d records after recovery, want 25", len(recs))
+	}
+	j, err := Open(logger, journalDir, Options{FS: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Log(0).Attach(nil); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a log opened in the held log's place: %v, want ErrHeld", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if frames, _, err := readFrames(logger, crashed, journalDir, 0, 0); err != nil || len(frames[0]) != 5 {
+		t.Fatalf("the journal keeps %d batches of the held log (%v), want 5", len(frames[0]), err)
+	}
+
+	if _, err := statelog.Repair(logger, logDir(0), lo); err != nil {
+		t.Fatal(err)
+	}
+	_, repaired := contents(t, crashed, 0)
+	if err := Recover(logger, journalDir, logDirs(2), lo, crashed); err != nil {
+		t.Fatalf("Recover after the repair: %v", err)
+	}
+	_, recs := contents(t, crashed, 0)
+	if len(recs) != len(repaired) || len(recs) >= 20 {
+		t.Fatalf("the repaired log holds %d records after recovery, %d before; want the repair's, below 20, and the journal's lost", len(recs), len(repaired))
+	}
+	openNode(t, crashed, 2, Options{}).close() // opens again with the journal
+}
