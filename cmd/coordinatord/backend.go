@@ -18,6 +18,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/connlimit"
 	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/journal"
 	"github.com/coordinatord/coordinatord/internal/kafkaerr"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
@@ -42,6 +43,7 @@ type backend struct {
 	// node is the cluster node (nil on a single node).
 	node      *cluster.Node
 	syncGroup *statelog.SyncGroup
+	journal   *journal.Journal
 	// checked is closed once the cluster's recorded partition count matched this node's.
 	checked   chan struct{}
 	checkOnce sync.Once
@@ -73,9 +75,14 @@ func openSingle(logger *zap.Logger, bf backendFlags) (*backend, error) {
 		_ = cfg.Close()
 		return nil, badConfig(err)
 	}
-	b := &backend{cfg: cfg, syncGroup: syncGroup, checked: make(chan struct{})}
+	j, err := openJournal(logger, bf.f.dataDir, broker, logMetrics)
+	if err != nil {
+		_ = cfg.Close()
+		return nil, err
+	}
+	b := &backend{cfg: cfg, syncGroup: syncGroup, journal: j, checked: make(chan struct{})}
 	b.markChecked()
-	b.shards = openShards(logger, bf.f.dataDir, cfg, broker, bf.reg, logMetrics, syncGroup)
+	b.shards = openShards(logger, bf.f.dataDir, cfg, broker, bf.reg, logMetrics, syncGroup, j)
 	b.parts = make([]service.Partition, len(b.shards))
 	for i, s := range b.shards {
 		b.parts[i] = s
@@ -297,6 +304,11 @@ func (b *backend) close(logger *zap.Logger) {
 	if b.syncGroup != nil {
 		if err := b.syncGroup.Close(); err != nil {
 			logger.Error("close the file-system sync group", zap.Error(err))
+		}
+	}
+	if b.journal != nil {
+		if err := b.journal.Close(); err != nil {
+			logger.Error("close the journal", zap.Error(err))
 		}
 	}
 	if b.node != nil {

@@ -24,7 +24,7 @@ import (
 var (
 	crashRounds = flag.Int("crash.rounds", 20, "crash suite: rounds per signal (SIGKILL, SIGTERM)")
 	crashSeed   = flag.Uint64("crash.seed", 0, "crash suite: random seed (0: from the clock; the seed is logged)")
-	crashSync   = flag.String("crash.sync", "file,filesystem", "crash suite: the state.log.sync modes to run it with, comma-separated")
+	crashSync   = flag.String("crash.sync", "journal,file,filesystem", "crash suite: the state.log.sync modes to run it with, comma-separated")
 )
 
 const topicB = "ASNFZ4mrze8BI0VniavN7w"
@@ -130,8 +130,9 @@ func (s *crashSuite) failed() string {
 // is killed with SIGKILL — or stopped with SIGTERM — at random moments. After each restart every
 // key must equal the model exactly: every acknowledged operation applied, an operation without a
 // definite answer applied entirely or not at all, deleted keys still deleted, acknowledged config
-// changes in force. It runs once per state.log.sync mode of -crash.sync (per-file fdatasync,
-// and one syncfs shared by all partitions); -crash.rounds sets the rounds per signal.
+// changes in force. It runs once per state.log.sync mode of -crash.sync (the shared journal,
+// per-file fdatasync, and one syncfs shared by all partitions); -crash.rounds sets the rounds per
+// signal.
 func TestCrashRecovery(t *testing.T) {
 	seed := *crashSeed
 	if seed == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 	"github.com/coordinatord/coordinatord/internal/connlimit"
 	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/journal"
 	"github.com/coordinatord/coordinatord/internal/service"
 	"github.com/coordinatord/coordinatord/internal/shard"
 	"github.com/coordinatord/coordinatord/internal/statelog"
@@ -391,15 +393,52 @@ func openSyncGroup(logger *zap.Logger, dataDir string, b groupcfg.Broker, m *sta
 	return g, nil
 }
 
-// openShards starts one shard per state partition; they load in the background. syncGroup, if
-// not nil, makes their appends durable together.
+// openJournal replays, into the state logs, what a journal in dataDir holds that they may lack
+// (whatever state.log.sync is now: a node may have run with journal before), and, with
+// state.log.sync=journal, opens the journal the logs then write to; otherwise it removes the
+// emptied journal. Without a journal directory and another mode it does nothing.
+func openJournal(logger *zap.Logger, dataDir string, b groupcfg.Broker, m *statelog.Metrics) (*journal.Journal, error) {
+	dir := datadir.JournalDir(dataDir)
+	mode, _ := b.Text(groupcfg.KeyStateLogSync)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && mode != groupcfg.StateLogSyncJournal {
+		return nil, nil
+	}
+	logs := make(map[int]string, b.NumPartitions())
+	for p := range b.NumPartitions() {
+		logs[p] = datadir.PartitionDir(dataDir, p)
+	}
+	opts := shardconfig.FromBroker(b, dataDir, 0).Log
+	opts.Name, opts.Metrics = "", nil
+	if err := journal.Recover(logger.Named("journal"), dir, logs, opts, nil); err != nil {
+		return nil, fmt.Errorf("recover the journal %s: %w", dir, err)
+	}
+	if mode != groupcfg.StateLogSyncJournal {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("remove the journal %s, whose records are in the state logs now: %w", dir, err)
+		}
+		logger.Info("the journal's records are in the state logs; removed it", zap.String(groupcfg.KeyStateLogSync, mode))
+		return nil, nil
+	}
+	j, err := journal.Open(logger.Named("journal"), dir, journal.Options{Metrics: m})
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("state logs share one journal: one write and one fdatasync per group commit", zap.String("dir", dir))
+	return j, nil
+}
+
+// openShards starts one shard per state partition; they load in the background. syncGroup or
+// j, if not nil, makes their appends durable together.
 func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b groupcfg.Broker, reg prometheus.Registerer,
-	logMetrics *statelog.Metrics, syncGroup *statelog.SyncGroup) []*shard.Shard {
+	logMetrics *statelog.Metrics, syncGroup *statelog.SyncGroup, j *journal.Journal) []*shard.Shard {
 	shardMetrics := shard.NewMetrics(reg, b.MetricsGroupLabelMax())
 	shards := make([]*shard.Shard, b.NumPartitions())
 	for p := range shards {
 		pc := shardconfig.FromBroker(b, dataDir, p)
 		pc.Log.Metrics, pc.Log.SyncGroup, pc.Shard.Metrics = logMetrics, syncGroup, shardMetrics
+		if j != nil {
+			pc.Log.Journal = j.Log(p)
+		}
 		l := logger.Named("shard")
 		shards[p] = shard.Open(l, provider, pc.Shard, pc.LocalLog(l.With(zap.Int("state_partition", p))))
 	}

@@ -27,6 +27,12 @@ func ConfigStore(dataDir string) string {
 	return filepath.Join(dataDir, "config", "store")
 }
 
+// JournalDir returns the directory of a single node's journal (package journal), which makes
+// the state partitions' appends durable together with state.log.sync=journal.
+func JournalDir(dataDir string) string {
+	return filepath.Join(dataDir, "journal")
+}
+
 // RaftDir returns the directory of the Raft engine's own state on a node of a cluster (its log
 // of entries, its snapshots, the node's identity).
 func RaftDir(dataDir string) string {

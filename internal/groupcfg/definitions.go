@@ -109,6 +109,9 @@ const (
 	// StateLogSyncFileSystem makes the appends of all state partitions durable together with
 	// one syncfs(2) of the data directory's file system per group-commit round.
 	StateLogSyncFileSystem = "filesystem"
+	// StateLogSyncJournal makes the appends of all state partitions durable together in one
+	// journal file, with one write and one fdatasync per round (package journal).
+	StateLogSyncJournal = "journal"
 )
 
 // Values of tls.client.auth (Kafka's ssl.client.auth values).
@@ -422,16 +425,18 @@ func serverDefinitions() []Definition {
 			Doc: "On shutdown, the time in milliseconds in-flight RPCs may take to finish before they are cancelled.",
 		},
 		{
-			Name: KeyStateLogSync, Type: TypeString, Default: StateLogSyncFile,
-			Validator:  OneOf{StateLogSyncFile, StateLogSyncFileSystem},
+			Name: KeyStateLogSync, Type: TypeString, Default: StateLogSyncJournal,
+			Validator:  OneOf{StateLogSyncJournal, StateLogSyncFile, StateLogSyncFileSystem},
 			Importance: ImportanceMedium, Scope: ScopeBroker, Server: true,
-			Doc: "How a write is made durable. file: an fdatasync of the state partition's log file, so with writes " +
-				"spread over many state partitions nearly every write pays its own sync. filesystem: one syncfs(2) of " +
-				"the data directory's file system per group-commit round, shared by every state partition, so that " +
-				"concurrent writes to different partitions share a sync. Use filesystem when the data directory is on a " +
-				"dedicated volume (e.g. a Kubernetes PersistentVolumeClaim): syncfs also writes back any other dirty data " +
-				"on that file system. It needs Linux 5.8 or later (start-up fails otherwise). A failed syncfs fails every " +
-				"state partition until the process is restarted.",
+			Doc: "How a write is made durable on a single node (a cluster node's Raft log does it there). journal: the " +
+				"write's records also go to one journal file that every state partition shares, made durable with one " +
+				"write and one fdatasync per group-commit round for all of them; each partition's log is synced every " +
+				"10 s, and after a crash the journal's records are appended again to the logs before they load. file: an " +
+				"fdatasync of the state partition's log file, so with writes spread over many state partitions nearly " +
+				"every write pays its own sync. filesystem: one syncfs(2) of the data directory's file system per " +
+				"group-commit round; syncfs also writes back any other dirty data on that file system, so use it only on " +
+				"a dedicated volume; it needs Linux 5.8 or later (start-up fails otherwise). A failed journal write or " +
+				"sync, or a failed syncfs, fails every state partition until the process is restarted.",
 		},
 		{
 			Name: keyMetricsGroupLabelMax, Type: TypeInt, Default: "100", Validator: Between(0, 100000),
