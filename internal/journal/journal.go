@@ -63,25 +63,25 @@ type Journal struct {
 	opts   Options
 	dir    string
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	file     vfs.File // the segment being written
-	segment  uint64   // its id
-	size     int64    // its size
-	pending  []byte   // records of the next round
-	spare    []byte
+	mu      sync.Mutex
+	cond    *sync.Cond
+	file    vfs.File // the segment being written
+	segment uint64   // its id
+	size    int64    // its size
+	pending []byte   // records of the next round
+	spare   []byte
 	// pendingEnds are the logs' ends the records of the next round reach, in order; journaled
 	// is how far each log's frames in the journal reach, once their round is durable.
 	pendingEnds []logEnd
 	spareEnds   []logEnd
 	journaled   map[int]int64
-	started  uint64 // rounds started
-	finished uint64 // rounds finished
-	running  bool   // a round, or a rotation, is running
-	failed   error
-	closed   bool
-	written  int64 // bytes written since the last checkpoint
-	logs     map[int]*Log
+	started     uint64 // rounds started
+	finished    uint64 // rounds finished
+	running     bool   // a round, or a rotation, is running
+	failed      error
+	closed      bool
+	written     int64 // bytes written since the last checkpoint
+	logs        map[int]*Log
 	// held are the logs recovery could not open, with the first segment of their frames: the
 	// checkpoints keep those segments (see Recover).
 	held map[int]uint64

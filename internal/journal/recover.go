@@ -309,4 +309,3 @@ func parseSegment(name string, id uint64, data []byte, maxRecordBytes int, frame
 	}
 	return "", nil
 }
-

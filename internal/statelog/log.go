@@ -1,11 +1,11 @@
 package statelog
 
 import (
-	"sync"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -31,9 +31,9 @@ type Log struct {
 	// activeMu guards changes of active, and its use by Checkpoint, which runs on the
 	// journal's goroutine; the owner reads active without it.
 	activeMu sync.Mutex
-	nextID   uint64    // id of the next segment
-	buf      []byte    // frame assembly buffer, reused across appends
-	failed   error     // first write-side failure; sticky
+	nextID   uint64 // id of the next segment
+	buf      []byte // frame assembly buffer, reused across appends
+	failed   error  // first write-side failure; sticky
 	closed   bool
 	dirty    bool // DeferSync: the active segment holds appends not yet synced
 	notable  bool // recovery repaired or removed something, or left an unknown file alone
