@@ -28,6 +28,9 @@ import (
 const (
 	targetThroughputRatio = 0.85 // write ÷ health calls per second at 64 in flight, at least
 	targetP50Factor       = 1.2  // write p50 ≤ factor × (health p50 + fdatasync p50) at 1 in flight
+	// targetPeerFactor: durable writes/s at 64 in flight ≥ this × the peer's (etcd's) puts/s, and
+	// write p50 at 1 in flight ≤ the peer's p50 (docs/benchmarks.md, sections 8 and 9).
+	targetPeerFactor = 2.0
 )
 
 // loadFlags are the flags of `bench load`.
@@ -38,7 +41,12 @@ type loadFlags struct {
 	quiet        bool
 	fsyncDir     string
 	fsyncSamples int
-	tls          clientTLS
+	// peerRate and peerP50 are etcd's puts/s at the same in-flight count and p50, measured in
+	// the same session with the same client shape (bench-peer prints them): when set, the
+	// write phase is judged against them.
+	peerRate float64
+	peerP50  time.Duration
+	tls      clientTLS
 }
 
 func (f *loadFlags) config() (loadgen.Config, error) {
@@ -112,7 +120,10 @@ func newBenchLoadCommand(e env) *cobra.Command {
 			"recorded. It prints throughput, p50/p90/p99/p99.9 latency and errors per phase and their ratios.\n" +
 			"With --fsync-dir (the server's data directory, same machine) the Markdown report of a run with\n" +
 			"both phases also gives --fsync-samples fdatasync latencies there and checks the write-latency\n" +
-			"target: write p50 <= 1.2 x (health p50 + fdatasync p50).\n\n" +
+			"target: write p50 <= 1.2 x (health p50 + fdatasync p50). With --peer-writes-per-sec and --peer-p50,\n" +
+			"etcd's figures of the same session and client shape (bench-peer prints them), the write phase is\n" +
+			"judged against the write-path targets instead: writes/s >= 2 x etcd's puts/s at 64 in flight, and\n" +
+			"write p50 <= etcd's at 1 in flight.\n\n" +
 			"A server with tls.enabled=true needs --tls (or any --tls-* flag): --tls-ca-file when its\n" +
 			"certificate is not signed by a CA of this system, --tls-cert-file and --tls-key-file when it\n" +
 			"requires client certificates (tls.client.auth=required).\n\n" +
@@ -165,6 +176,8 @@ func newBenchLoadCommand(e env) *cobra.Command {
 	fs.StringVar(&f.output, "output", "markdown", "report format: markdown or json")
 	fs.StringVar(&f.fsyncDir, "fsync-dir", "", "also measure fdatasync in this directory (the server's --data-dir) and check the p50 target (Markdown output, both phases)")
 	fs.IntVar(&f.fsyncSamples, "fsync-samples", 2000, "fdatasync samples for --fsync-dir")
+	fs.Float64Var(&f.peerRate, "peer-writes-per-sec", 0, "etcd's puts/s at the same --concurrency, measured in the same session (bench-peer): judge the write phase against 2 x it")
+	fs.DurationVar(&f.peerP50, "peer-p50", 0, "etcd's put p50 at the same --concurrency, measured in the same session (bench-peer): judge the write p50 against it")
 	f.tls.register(fs, "--target")
 	return cmd
 }
@@ -241,6 +254,10 @@ func checkLoadTargets(ctx context.Context, e env, f *loadFlags, rep *loadgen.Rep
 	if f.output == "json" {
 		return nil
 	}
+	if f.peerRate > 0 || f.peerP50 > 0 {
+		checkPeerTargets(e, f, rep)
+		return nil
+	}
 	q, ok := rep.Ratios()
 	if !ok {
 		return nil
@@ -271,4 +288,30 @@ func checkLoadTargets(ctx context.Context, e env, f *loadFlags, rep *loadgen.Rep
 		latency.Format(w.Latency.P50), targetP50Factor, latency.Format(h.Latency.P50), latency.Format(res.Sync.P50),
 		latency.Format(bound), rep.Config.Concurrency, verdict)
 	return nil
+}
+
+// checkPeerTargets prints the write phase against the write-path targets, relative to etcd's
+// figures of the same session: durable writes/s ≥ 2 × etcd's puts/s (at 64 in flight), and write
+// p50 ≤ etcd's (at 1 in flight).
+func checkPeerTargets(e env, f *loadFlags, rep *loadgen.Report) {
+	w, ok := rep.Phase(loadgen.KindWrite)
+	if !ok {
+		return
+	}
+	verdict := func(met bool) string {
+		if met {
+			return "met"
+		}
+		return "missed"
+	}
+	if f.peerRate > 0 {
+		ratio := w.Throughput() / f.peerRate
+		fmt.Fprintf(e.stdout, "\ndurable writes %.0f/s vs etcd %.0f/s = %.3f x at %d in flight, target >= %.1f x: %s (the target applies at 64 in flight)\n",
+			w.Throughput(), f.peerRate, ratio, rep.Config.Concurrency, targetPeerFactor, verdict(ratio >= targetPeerFactor))
+	}
+	if f.peerP50 > 0 {
+		fmt.Fprintf(e.stdout, "write p50 %s vs etcd p50 %s = %.3f x at %d in flight, target <= 1 x: %s (the target applies at 1 in flight)\n",
+			latency.Format(w.Latency.P50), latency.Format(f.peerP50), float64(w.Latency.P50)/float64(f.peerP50), rep.Config.Concurrency,
+			verdict(w.Latency.P50 <= f.peerP50))
+	}
 }

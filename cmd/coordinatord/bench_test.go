@@ -222,6 +222,17 @@ func TestBenchLoadAgainstServer(t *testing.T) {
 	if got := verdicts.FindAllString(stdout, -1); len(got) != 2 {
 		t.Errorf("want a verdict on both targets, found %q in:\n%s", got, stdout)
 	}
+	// Against etcd's figures: a peer that writes nothing is beaten, one at 1e9 writes/s and 1 ns is not.
+	for _, tc := range []struct{ rate, p50, want string }{{"0.001", "1h", "met"}, {"1e9", "1ns", "missed"}} {
+		stdout, stderr, code = runBench(t, "bench", "load", "--target", p.grpcAddr, "--phases", "write", "--concurrency", "4",
+			"--duration", "200ms", "--warmup", "0s", "--quiet", "--peer-writes-per-sec", tc.rate, "--peer-p50", tc.p50)
+		peer := regexp.MustCompile(`(?m)^durable writes [0-9]+/s vs etcd [0-9]+/s = [0-9.]+ x at 4 in flight, target >= 2\.0 x: ` + tc.want +
+			` |^write p50 .* vs etcd p50 .* at 4 in flight, target <= 1 x: ` + tc.want + ` `)
+		if got := peer.FindAllString(stdout, -1); code != exitOK || len(got) != 2 || strings.Contains(stdout, "write ÷ health =") {
+			t.Errorf("peer %s writes/s, p50 %s: exit %d, want both etcd targets %s and no health ratio verdict, found %q in:\n%s%s",
+				tc.rate, tc.p50, code, tc.want, got, stdout, stderr)
+		}
+	}
 	stdout, stderr, code = runBench(t, "bench", "load", "--target", p.grpcAddr, "--phases", "write", "--duration", "200ms",
 		"--warmup", "0s", "--output", "json", "--quiet")
 	if code != exitOK || !strings.Contains(stdout, "\"kind\": \"write\"") || stderr != "" {

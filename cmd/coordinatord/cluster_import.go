@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/journal"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/vfs"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
@@ -162,6 +164,10 @@ func openImportSource(from string) ([]int, *groupcfg.StoredConfig, func(), error
 		return nil, nil, nil, fmt.Errorf("--from %s: %w (stop the server that uses it first)", from, err)
 	}
 	unlock := func() { _ = lock.Close() }
+	if err := replayJournal(from, partitions); err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
 	cfg, err := groupcfg.ReadStore(vfs.OS(), datadir.ConfigStore(from))
 	if errors.Is(err, fs.ErrNotExist) {
 		return partitions, nil, unlock, nil
@@ -171,6 +177,23 @@ func openImportSource(from string) ([]int, *groupcfg.StoredConfig, func(), error
 		return nil, nil, nil, err
 	}
 	return partitions, cfg, unlock, nil
+}
+
+// replayJournal appends to the source's state logs what its journal holds that they may lack (a
+// server that crashed: state.log.sync=journal), as the server's next start would.
+func replayJournal(from string, partitions []int) error {
+	dir := datadir.JournalDir(from)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	logs := make(map[int]string, len(partitions))
+	for _, p := range partitions {
+		logs[p] = datadir.PartitionDir(from, p)
+	}
+	if err := journal.Recover(nil, dir, logs, statelog.Options{}, nil); err != nil {
+		return fmt.Errorf("--from %s: replay its journal into its state logs: %w", from, err)
+	}
+	return nil
 }
 
 // partitionImport copies one state partition's log, in chunks, to the partition's leader.

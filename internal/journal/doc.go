@@ -21,6 +21,16 @@
 // frame before it journals it. A log never moves its log-start offset past its last recorded
 // end (statelog.Journal.Checkpointed).
 //
+// # Reused files
+//
+// An fdatasync of data written over blocks a file already has needs no metadata change, and is
+// cheaper than one of an append. So Open writes the first segment's first PreallocateBytes as
+// zeros (unless a file is kept for reuse), and a checkpoint keeps the newest segment it no longer
+// needs as the prepared file, which the next new segment is renamed from. A segment that is left
+// is truncated to its records first, and each record's checksum covers its segment's id, so that
+// what a reused file held before is never read as a record: it ends the journal like a torn
+// record, which only the last segment may have.
+//
 // # Recovery
 //
 // Before the logs open, Recover cuts each log back to its recorded end (what followed may be
@@ -32,10 +42,12 @@
 // # Format
 //
 // DIR/checkpoint is JSON: {"version": 1, "segment": first segment to read, "ends": {log id:
-// end offset}}, replaced atomically. DIR/NNNNNNNNNNNNNNNNNNNN.journal (the id in 20 digits)
+// end offset}, "held": {log id: first segment of its frames}, for logs recovery could not open},
+// replaced atomically. DIR/NNNNNNNNNNNNNNNNNNNN.journal (the id in 20 digits)
 // starts with a 16-byte header ("cdjrnl", version uint16 1, id uint64) followed by records:
-// frame length uint32, log id uint32, CRC-32C of the id's four bytes and the frame uint32, then
-// the frame exactly as statelog wrote it (its own header and checksum included). Integers are
+// frame length uint32, log id uint32, CRC-32C of the segment's id (uint64), the log id's four
+// bytes and the frame uint32, then the frame exactly as statelog wrote it (its own header and
+// checksum included). DIR/prepared is a file kept for reuse, not read. Integers are
 // little-endian. A record cut short or failing its checksum ends the journal, in the last
 // segment only.
 package journal

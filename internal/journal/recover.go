@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"maps"
 	"path/filepath"
@@ -296,7 +295,7 @@ func parseSegment(name string, id uint64, data []byte, maxRecordBytes int, frame
 			return fmt.Sprintf("a record past the end of the segment at byte %d", at), nil
 		}
 		body := rest[recordHeaderSize : recordHeaderSize+n]
-		if crc32.Update(crc32.Checksum(rest[4:8], castagnoli), castagnoli, body) != binary.LittleEndian.Uint32(rest[8:]) {
+		if recordCRC(id, rest[4:8], body) != binary.LittleEndian.Uint32(rest[8:]) {
 			return fmt.Sprintf("a record whose checksum does not match at byte %d", at), nil
 		}
 		base, _, err := statelog.DecodeFrame(body, maxRecordBytes)

@@ -28,8 +28,9 @@ const (
 	importGroup  = "imported"
 )
 
-// TestImportSingleNode moves a single node's data into a new cluster with `cluster import`:
-// every replica's log then dumps as the source's does (offsets, log-start offsets and all), the
+// TestImportSingleNode moves a single node's data into a new cluster with `cluster import`, from a
+// node killed with writes in its journal only: every replica's log then dumps as the source's
+// does once its journal is replayed (offsets, log-start offsets and all), the
 // cluster reads every key back as the single node did, the group override is set on every node,
 // importing again changes nothing, and a cluster written to since is refused.
 func TestImportSingleNode(t *testing.T) {
@@ -46,13 +47,15 @@ func TestImportSingleNode(t *testing.T) {
 	single := importClient(t, src.grpcAddr())
 	alterGroup(t, src, importGroup, "share.snapshot.update.records.per.snapshot", "200")
 	writeImportData(t, single, topic)
-	want := readImportKeys(t, single, topic)
-	src.terminate()
-	wantDump := dumpLog(t, src.dataDir)
-	if !regexp.MustCompile(`"state_partition":\d+,"offset":[1-9]`).MatchString(firstLines(wantDump)) {
-		t.Fatalf("no log of the single node was pruned (every one starts at offset 0): the test needs logs that start later\n%s\n%d lines; %s", firstLines(wantDump), strings.Count(wantDump, "\n"), wantDump[len(wantDump)-600:])
+	// A log's start moves only up to what its journal checkpoint (every 10 s) synced: wait for one
+	// and the prune after it, write more, then kill the node, so that the last writes are in its
+	// journal only and the import must replay it.
+	time.Sleep(11 * time.Second)
+	for k := range importKeys {
+		writeKey(t, single, topic, k, int64(importWrites)*100)
 	}
-
+	want := readImportKeys(t, single, topic)
+	src.kill()
 	c := newCluster(t, clusterOptions{nodes: 3, partitions: partitions})
 	c.start()
 	server := "--server=" + c.node(2).grpcAddr() // not every partition's leader: import follows them
@@ -60,6 +63,11 @@ func TestImportSingleNode(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("cluster import: exit %d\n%s", code, out)
 	}
+	wantDump := dumpLog(t, src.dataDir) // its logs, with the journal replayed into them
+	if !regexp.MustCompile(`"state_partition":\d+,"offset":[1-9]`).MatchString(firstLines(wantDump)) {
+		t.Fatalf("no log of the single node was pruned (every one starts at offset 0): the test needs logs that start later\n%s\n%d lines; %s", firstLines(wantDump), strings.Count(wantDump, "\n"), wantDump[len(wantDump)-600:])
+	}
+
 	t.Logf("cluster import:\n%s", out)
 	if !strings.Contains(out, "the overrides of 1 groups") {
 		t.Fatalf("cluster import did not report the group override:\n%s", out)

@@ -23,7 +23,7 @@ type Partition struct {
 // FromBroker returns how state partition p of the data directory dataDir runs (its log lives in
 // datadir.PartitionDir), as the broker settings b decide it: segment size, load buffer, append
 // linger, write timeout, prune and cold-snapshot intervals, and the log's metrics label.
-// Shard.Metrics, Log.Metrics and Log.SyncGroup are left to the caller.
+// Shard.Metrics, Log.Metrics, Log.SyncGroup and Log.Journal are left to the caller.
 func FromBroker(b groupcfg.Broker, dataDir string, p int) Partition {
 	return Partition{
 		Shard: shard.Options{

@@ -52,7 +52,7 @@ func TestFromBroker(t *testing.T) {
 func TestEveryFieldIsDecided(t *testing.T) {
 	callers := map[string]bool{
 		// Shared between the shards of one process.
-		"Shard.Metrics": true, "Log.Metrics": true, "Log.SyncGroup": true,
+		"Shard.Metrics": true, "Log.Metrics": true, "Log.SyncGroup": true, "Log.Journal": true,
 		// No setting reaches them: the server leaves them at their defaults.
 		"Shard.MaxBatchRecords": true, "Shard.MaxBatchBytes": true, "Shard.Now": true, "Shard.QueueSize": true,
 		"Shard.RetryBackoff": true, "Shard.MaxRetryBackoff": true,
