@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
@@ -445,5 +447,30 @@ func TestPrintRepairOfAnEmptiedLog(t *testing.T) {
 		if !strings.HasSuffix(out.String(), "\n"+want) {
 			t.Errorf("dry run %v printed:\n%s\nwant it to end with %q", dryRun, out.String(), want)
 		}
+	}
+}
+
+// TestDumpLogWarnsOfTheJournal: dump-log of the data of a server killed with appends in its
+// journal only says so on stderr, and prints them once a start has appended them to the logs; a
+// clean stop leaves nothing to warn of.
+func TestDumpLogWarnsOfTheJournal(t *testing.T) {
+	dir := t.TempDir()
+	p := startProc(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mustInitialize(ctx, t, p, "journaled", topicA, 0, 1)
+	p.kill()
+	out, stderr, code := runTool(t, "dump-log", dir)
+	if code != 0 || !strings.Contains(stderr, "batches past its last checkpoint") {
+		t.Fatalf("dump-log after a kill: exit %d, stderr %q; want a warning that the journal holds appends", code, stderr)
+	}
+	if strings.Contains(out, `"group":"journaled"`) {
+		t.Logf("the killed server's log held the record already (its page cache survived the kill): %s", out)
+	}
+	p = startProc(t, dir)
+	p.stop(syscall.SIGTERM)
+	out, stderr, code = runTool(t, "dump-log", dir)
+	if code != 0 || stderr != "" || !strings.Contains(out, `"group":"journaled"`) {
+		t.Fatalf("dump-log after a restart and a clean stop: exit %d, stderr %q, stdout %q; want the record and no warning", code, stderr, out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
+	"github.com/coordinatord/coordinatord/internal/journal"
 	"github.com/coordinatord/coordinatord/internal/record"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/tlsconfig"
@@ -77,6 +78,9 @@ func dumpLog(ctx context.Context, e env, path string) error {
 	if err != nil {
 		return err
 	}
+	if partitions != nil {
+		warnJournal(e, path)
+	}
 	bad := 0
 	dumpOne := func(dir string, sp *int) error {
 		return statelog.Scan(logger, dir, statelog.Options{}, func(offset int64, b []byte) error {
@@ -116,6 +120,20 @@ func dumpLog(ctx context.Context, e env, path string) error {
 		return fmt.Errorf("%d records could not be decoded (see their \"error\" field)", bad)
 	}
 	return nil
+}
+
+// warnJournal says on stderr when the journal of dataDir holds appends past its checkpoint, which
+// the state logs dump-log reads may lack until the server starts again.
+func warnJournal(e env, dataDir string) {
+	n, err := journal.Pending(nil, datadir.JournalDir(dataDir))
+	switch {
+	case err != nil:
+		fmt.Fprintf(e.stderr, "warning: the journal %s could not be read (%v): the state logs may lack its last appends\n", datadir.JournalDir(dataDir), err)
+	case n > 0:
+		fmt.Fprintf(e.stderr, "warning: the journal %s holds %d batches past its last checkpoint: if its server is not running and did "+
+			"not stop cleanly, the state logs below may lack them; start the server once (it appends them to the logs), then dump again\n",
+			datadir.JournalDir(dataDir), n)
+	}
 }
 
 // segmentFileOrDir refuses a path that is neither a directory nor a segment file (*.seg): the

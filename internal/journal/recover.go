@@ -308,3 +308,29 @@ func parseSegment(name string, id uint64, data []byte, maxRecordBytes int, frame
 	}
 	return "", nil
 }
+
+// Pending returns how many batches the journal in dir holds past its checkpoint: appends that the
+// state logs may not hold durably, which the server's next start appends to them (Recover). A
+// directory without a journal holds none.
+func Pending(fsys vfs.FS, dir string) (int, error) {
+	if fsys == nil {
+		fsys = vfs.OS()
+	}
+	cp, ok, err := readCheckpoint(fsys, dir)
+	if err != nil || !ok {
+		return 0, err
+	}
+	frames, _, err := readFrames(zap.NewNop(), fsys, dir, cp.first(), 0)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for id, fs := range frames {
+		for _, f := range fs {
+			if end, ok := statelog.FrameEnd(f.bytes); ok && f.segment >= cp.from(id) && end > cp.Ends[id] {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
