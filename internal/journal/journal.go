@@ -269,6 +269,9 @@ func (j *Journal) runRoundLocked() {
 			j.journaled[e.id] = max(j.journaled[e.id], e.end)
 		}
 	}
+	// The buffer this round wrote becomes the spare, which the next round hands to the writers;
+	// one too large to keep is dropped, and the spare is never left as the buffer they fill now.
+	j.spare = nil
 	if cap(buf) <= 4<<20 {
 		j.spare = buf[:0]
 	}
