@@ -77,6 +77,9 @@ func openSingle(logger *zap.Logger, bf backendFlags) (*backend, error) {
 	}
 	j, err := openJournal(logger, bf.f.dataDir, broker, logMetrics)
 	if err != nil {
+		if syncGroup != nil {
+			_ = syncGroup.Close()
+		}
 		_ = cfg.Close()
 		return nil, err
 	}

@@ -190,8 +190,14 @@ func replayJournal(from string, partitions []int) error {
 	for _, p := range partitions {
 		logs[p] = datadir.PartitionDir(from, p)
 	}
-	if err := journal.Recover(nil, dir, logs, statelog.Options{}, nil); err != nil {
+	// The largest records a log may hold: the source's configured limit is not known here.
+	held, err := journal.Recover(nil, dir, logs, statelog.Options{MaxRecordBytes: statelog.MaxBatchBytes - 4}, nil)
+	if err != nil {
 		return fmt.Errorf("--from %s: replay its journal into its state logs: %w", from, err)
+	}
+	if len(held) > 0 {
+		return fmt.Errorf("--from %s: the logs of state partitions %v cannot be opened to append what its journal holds of them: "+
+			"start its server once to see why, repair them, then import", from, held)
 	}
 	return nil
 }

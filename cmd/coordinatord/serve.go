@@ -409,8 +409,16 @@ func openJournal(logger *zap.Logger, dataDir string, b groupcfg.Broker, m *state
 	}
 	opts := shardconfig.FromBroker(b, dataDir, 0).Log
 	opts.Name, opts.Metrics = "", nil
-	if err := journal.Recover(logger.Named("journal"), dir, logs, opts, nil); err != nil {
+	held, err := journal.Recover(logger.Named("journal"), dir, logs, opts, nil)
+	if err != nil {
 		return nil, fmt.Errorf("recover the journal %s: %w", dir, err)
+	}
+	if mode != groupcfg.StateLogSyncJournal && len(held) > 0 {
+		// Removing the journal would drop the only copy of those partitions' appends, and
+		// without it nothing would stop their logs from loading without them.
+		logger.Warn("the journal holds appends of state partitions whose logs recovery could not open: "+
+			"running with the journal until they are recovered", zap.Ints("state_partitions", held), zap.String(groupcfg.KeyStateLogSync, mode))
+		mode = groupcfg.StateLogSyncJournal
 	}
 	if mode != groupcfg.StateLogSyncJournal {
 		if err := os.RemoveAll(dir); err != nil {

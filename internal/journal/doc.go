@@ -19,7 +19,9 @@
 // checkpoint file, each log's end at that moment with the new segment's id, then deletes the
 // older segments: every frame they hold is below the recorded ends, because a log writes a
 // frame before it journals it. A log never moves its log-start offset past its last recorded
-// end (statelog.Journal.Checkpointed).
+// end (statelog.Journal.Checkpointed). A log that failed (a write, sync or cut of its own) cannot
+// vouch for its frames, whatever a later sync says: the checkpoint fails instead, which fails
+// the journal and keeps its copy for the restart to append again.
 //
 // # Reused files
 //

@@ -99,6 +99,8 @@ type Journal struct {
 	checkpointNow chan struct{}
 	stop          chan struct{}
 	done          chan struct{}
+	closeOnce     sync.Once
+	closeErr      error
 }
 
 // Log is one state log's place in the journal: its statelog.Options.Journal.
@@ -115,12 +117,15 @@ type Log struct {
 	id           int
 	log          atomic.Pointer[statelog.Log]
 	checkpointed atomic.Int64
+	// tainted: a log this handle journaled for failed (its own write, sync or cut): what it
+	// held may not be durable, so no checkpoint may drop the journal's copy.
+	tainted atomic.Bool
 }
 
 var _ statelog.Journal = (*Log)(nil)
 
 // Open starts the journal in dir, which Recover has emptied (it names the segment to write in
-// its checkpoint); a journal whose segment holds records already is refused.
+// its checkpoint); a journal whose segment exists already (Recover did not run) is refused.
 func Open(logger *zap.Logger, dir string, opts Options) (*Journal, error) {
 	if logger == nil {
 		logger = zap.NewNop()
@@ -136,6 +141,10 @@ func Open(logger *zap.Logger, dir string, opts Options) (*Journal, error) {
 	j := &Journal{logger: logger, opts: opts, dir: dir, segment: cp.Segment, logs: map[int]*Log{}, journaled: map[int]int64{}, held: cp.Held,
 		checkpointNow: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	j.cond = sync.NewCond(&j.mu)
+	if f, err := opts.FS.Open(filepath.Join(dir, segmentName(cp.Segment))); err == nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("journal: %s holds segment %d already: recover it first", dir, cp.Segment)
+	}
 	if j.file, j.size, err = openSegment(opts.FS, dir, cp.Segment, opts.PreallocateBytes); err != nil {
 		return nil, err
 	}
@@ -172,7 +181,9 @@ func (l *Log) Attach(log *statelog.Log) error {
 	if held {
 		return fmt.Errorf("%w (see the error logged at start-up); repair it and restart the server", ErrHeld)
 	}
-	l.log.Store(log)
+	if old := l.log.Swap(log); old != nil && old.Failed() {
+		l.tainted.Store(true)
+	}
 	return nil
 }
 
@@ -212,10 +223,10 @@ func (j *Journal) write(l *Log, frame []byte) error {
 	target := j.started + 1 // the round that takes pending next
 	for {
 		switch {
+		case j.finished >= target: // durable, even if the journal failed since
+			return nil
 		case j.failed != nil:
 			return j.failure()
-		case j.finished >= target:
-			return nil
 		case j.closed:
 			return ErrClosed
 		case j.running:
@@ -367,9 +378,13 @@ func (j *Journal) checkpoint() error {
 	_ = old.Close()
 	cp := checkpointState{Version: checkpointVersion, Segment: next, Ends: map[int]int64{}, Held: j.held}
 	for id, l := range logs {
+		if l.tainted.Load() {
+			return fmt.Errorf("journal: state log %d failed, so it may lack appends only the journal holds durably: "+
+				"the journal keeps them, and a restart appends them again", id)
+		}
 		if log := l.log.Load(); log != nil {
 			if err := log.Checkpoint(); err != nil {
-				return err
+				return fmt.Errorf("journal: checkpoint state log %d (the journal keeps its appends; a restart appends them again): %w", id, err)
 			}
 		}
 		if end, ok := ends[id]; ok {
@@ -386,8 +401,13 @@ func (j *Journal) checkpoint() error {
 }
 
 // Close checkpoints the journal once more (its logs closed first, so that the next start has
-// nothing to append again) and closes it.
+// nothing to append again) and closes it. Later calls return what the first did.
 func (j *Journal) Close() error {
+	j.closeOnce.Do(func() { j.closeErr = j.close() })
+	return j.closeErr
+}
+
+func (j *Journal) close() error {
 	close(j.stop)
 	<-j.done
 	j.mu.Lock()

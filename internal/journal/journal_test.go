@@ -41,7 +41,7 @@ func openNode(t *testing.T, fsys *faultfs.CrashFS, n int, opts Options) *node {
 	t.Helper()
 	logger := zaptest.NewLogger(t)
 	lo := statelog.Options{FS: fsys, SegmentBytes: 4096}
-	if err := Recover(logger, journalDir, logDirs(n), lo, fsys); err != nil {
+	if _, err := Recover(logger, journalDir, logDirs(n), lo, fsys); err != nil {
 		t.Fatalf("Recover: %v", err)
 	}
 	opts.FS = fsys
@@ -162,6 +162,9 @@ func TestCloseCheckpoints(t *testing.T) {
 		}
 	}
 	nd.close()
+	if err := nd.j.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
 	cp, ok, err := readCheckpoint(fsys, journalDir)
 	if err != nil || !ok || cp.Ends[0] != 5 || cp.Ends[1] != 5 {
 		t.Fatalf("checkpoint after close: %+v %v %v; want both logs at 5", cp, ok, err)
@@ -191,7 +194,7 @@ func TestFailedSyncPoisons(t *testing.T) {
 	}))
 	logger := zaptest.NewLogger(t)
 	lo := statelog.Options{FS: inj, SegmentBytes: 4096}
-	if err := Recover(logger, journalDir, logDirs(2), lo, inj); err != nil {
+	if _, err := Recover(logger, journalDir, logDirs(2), lo, inj); err != nil {
 		t.Fatal(err)
 	}
 	j, err := Open(logger, journalDir, Options{FS: inj})
@@ -240,9 +243,16 @@ func TestDamagedLogIsHeldUntilRepaired(t *testing.T) {
 			}
 		}
 	}
-	appendN(0, 0, 20)
-	appendN(1, 0, 20)
-	if err := nd.j.checkpoint(); err != nil { // both logs durable up to 20
+	appendN(0, 0, 10)
+	appendN(1, 0, 10)
+	if err := nd.j.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	appendN(0, 10, 10)
+	appendN(1, 10, 10)
+	// Both logs durable up to 20, and the segment now written is the first one's file reused:
+	// it holds more than its records.
+	if err := nd.j.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	appendN(0, 20, 5) // in the journal only
@@ -273,8 +283,8 @@ func TestDamagedLogIsHeldUntilRepaired(t *testing.T) {
 
 	logger := zaptest.NewLogger(t)
 	lo := statelog.Options{FS: crashed, SegmentBytes: 4096}
-	if err := Recover(logger, journalDir, logDirs(2), lo, crashed); err != nil {
-		t.Fatalf("Recover with a damaged log: %v", err)
+	if held, err := Recover(logger, journalDir, logDirs(2), lo, crashed); err != nil || !slices.Equal(held, []int{0}) {
+		t.Fatalf("Recover with a damaged log: held %v, %v; want log 0 held", held, err)
 	}
 	if _, recs := contents(t, crashed, 1); len(recs) != 25 {
 		t.Fatalf("the healthy log holds %d records after recovery, want 25", len(recs))
@@ -292,13 +302,17 @@ func TestDamagedLogIsHeldUntilRepaired(t *testing.T) {
 	if frames, _, err := readFrames(logger, crashed, journalDir, 0, 0); err != nil || len(frames[0]) != 5 {
 		t.Fatalf("the journal keeps %d batches of the held log (%v), want 5", len(frames[0]), err)
 	}
+	// Started again before the repair: the kept segments still read, the log is still held.
+	if held, err := Recover(logger, journalDir, logDirs(2), lo, crashed); err != nil || !slices.Equal(held, []int{0}) {
+		t.Fatalf("Recover again before the repair: held %v, %v; want log 0 held", held, err)
+	}
 
 	if _, err := statelog.Repair(logger, logDir(0), lo); err != nil {
 		t.Fatal(err)
 	}
 	_, repaired := contents(t, crashed, 0)
-	if err := Recover(logger, journalDir, logDirs(2), lo, crashed); err != nil {
-		t.Fatalf("Recover after the repair: %v", err)
+	if held, err := Recover(logger, journalDir, logDirs(2), lo, crashed); err != nil || len(held) != 0 {
+		t.Fatalf("Recover after the repair: held %v, %v", held, err)
 	}
 	_, recs := contents(t, crashed, 0)
 	if len(recs) != len(repaired) || len(recs) >= 20 {
@@ -350,5 +364,77 @@ func TestLargeRoundsSurviveAPowerCut(t *testing.T) {
 		if i != per {
 			t.Fatalf("log %d holds %d records after the cut, want %d", id, i, per)
 		}
+	}
+}
+
+// A log whose own sync failed cannot vouch for what it holds: the next checkpoint fails the
+// journal instead of dropping the journal's copy, and a power cut then loses no acknowledged
+// append.
+func TestFailedLogKeepsTheJournalsCopy(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	var failSyncs atomic.Bool
+	inj := faultfs.Wrap(fsys, faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if failSyncs.Load() && op.Kind == faultfs.OpSync && filepath.Dir(op.Path) == logDir(0) {
+			return errors.New("injected EIO")
+		}
+		return nil
+	}))
+	logger := zaptest.NewLogger(t)
+	lo := statelog.Options{FS: inj, SegmentBytes: 4096}
+	if _, err := Recover(logger, journalDir, logDirs(1), lo, inj); err != nil {
+		t.Fatal(err)
+	}
+	j, err := Open(logger, journalDir, Options{FS: inj, CheckpointInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo.Journal = j.Log(0)
+	l, err := statelog.Open(logger, logDir(0), lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := 0
+	failSyncs.Store(true) // the log's own syncs fail from now on: the first roll fails it
+	for i := 0; ; i++ {
+		if _, err := l.Append([][]byte{fmt.Appendf(nil, "r%d", i)}); err != nil {
+			break
+		}
+		acked++
+	}
+	if acked == 0 {
+		t.Fatal("no append succeeded before the log's sync failed")
+	}
+	failSyncs.Store(false) // as on Linux, a later sync reports nothing of the pages it lost
+	if err := j.checkpoint(); err == nil {
+		t.Fatal("a checkpoint of a failed log succeeded")
+	}
+	crashed := fsys.CrashClone(faultfs.CrashOptions{})
+	_ = l.Close()
+	_ = j.Close()
+	openNode(t, crashed, 1, Options{}).close()
+	if _, recs := contents(t, crashed, 0); len(recs) < acked {
+		t.Fatalf("the log holds %d records after the power cut, %d were acknowledged", len(recs), acked)
+	}
+}
+
+// A last segment whose header never became durable (a crash while Open or a rotation made it)
+// holds no records, and recovery goes on.
+func TestHeaderlessLastSegment(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	nd := openNode(t, fsys, 1, Options{})
+	if _, err := nd.logs[0].Append([][]byte{[]byte("r0")}); err != nil {
+		t.Fatal(err)
+	}
+	nd.close()
+	cp, _, err := readCheckpoint(fsys, journalDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.WriteFile(filepath.Join(journalDir, segmentName(cp.Segment)), make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	openNode(t, fsys, 1, Options{}).close()
+	if _, recs := contents(t, fsys, 0); !slices.Equal(recs, []string{"0:r0"}) {
+		t.Fatalf("the log holds %v", recs)
 	}
 }

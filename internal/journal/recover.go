@@ -111,7 +111,9 @@ type frame struct {
 // it, is left as it is and held: the journal keeps its frames (the checkpoint names them) until a
 // later start recovers it; its partition fails to load meanwhile, as a damaged log does, and the
 // others serve.
-func Recover(logger *zap.Logger, dir string, logs map[int]string, opts statelog.Options, fsys vfs.FS) error {
+//
+// It returns the ids of the held logs.
+func Recover(logger *zap.Logger, dir string, logs map[int]string, opts statelog.Options, fsys vfs.FS) ([]int, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -119,17 +121,17 @@ func Recover(logger *zap.Logger, dir string, logs map[int]string, opts statelog.
 		fsys = vfs.OS()
 	}
 	if err := fsys.MkdirAll(dir); err != nil {
-		return fmt.Errorf("journal: create %s: %w", dir, err)
+		return nil, fmt.Errorf("journal: create %s: %w", dir, err)
 	}
 	cp, _, err := readCheckpoint(fsys, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	frames, last, err := readFrames(logger, fsys, dir, cp.first(), opts.MaxRecordBytes)
+	frames, found, err := readFrames(logger, fsys, dir, cp.first(), opts.MaxRecordBytes)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	next := checkpointState{Version: checkpointVersion, Segment: max(last+1, cp.Segment, 1), Ends: map[int]int64{}, Held: map[int]uint64{}}
+	next := checkpointState{Version: checkpointVersion, Segment: max(found.last+1, cp.Segment, 1), Ends: map[int]int64{}, Held: map[int]uint64{}}
 	replayed := 0
 	for _, id := range slices.Sorted(maps.Keys(logs)) {
 		var own []frame
@@ -153,23 +155,24 @@ func Recover(logger *zap.Logger, dir string, logs map[int]string, opts statelog.
 		replayed += n
 	}
 	for id := range frames {
-		return fmt.Errorf("journal: the journal holds appends of state log %d, which is not among the node's %d", id, len(logs))
+		return nil, fmt.Errorf("journal: the journal holds appends of state log %d, which is not among the node's %d", id, len(logs))
+	}
+	if len(next.Held) > 0 {
+		// The segments stay, behind the one Open starts: the last must end at its records.
+		if err := cutLast(fsys, dir, found); err != nil {
+			return nil, err
+		}
 	}
 	if err := writeCheckpoint(fsys, dir, next); err != nil {
-		return err
+		return nil, err
 	}
-	if err := removeSegmentsBelow(fsys, dir, min(next.first(), next.Segment+1)); err != nil {
-		return err
-	}
-	if len(next.Held) == 0 {
-		if err := removeSegmentsBelow(fsys, dir, next.Segment+1); err != nil {
-			return err
-		}
+	if err := removeSegmentsBelow(fsys, dir, next.first()); err != nil {
+		return nil, err
 	}
 	if replayed > 0 {
 		logger.Info("appended again to the state logs what only the journal held", zap.Int("batches", replayed))
 	}
-	return nil
+	return slices.Sorted(maps.Keys(next.Held)), nil
 }
 
 // recoverLog cuts log id (in dir) back to its checkpointed end, if known, appends its frames past
@@ -229,13 +232,22 @@ func closeRecovered(l *statelog.Log, n int) (int64, int, error) {
 	return end, n, nil
 }
 
-// readFrames reads the records of the segments from id from on, in order, by log id, and returns
-// the id of the last segment (0 when there is none). Only the last segment may end in a torn
-// record: rounds are written in order, and a new segment starts after a completed one.
-func readFrames(logger *zap.Logger, fsys vfs.FS, dir string, from uint64, maxRecordBytes int) (map[int][]frame, uint64, error) {
+// segments is what readFrames found of the journal's files.
+type segments struct {
+	last uint64 // the id of the last segment; 0 when there is none
+	// tornAt is where the last segment's records end when more follows them (a torn record, or
+	// what a reused or zero-filled file held before); -1 when they fill it.
+	tornAt int64
+}
+
+// readFrames reads the records of the segments from id from on, in order, by log id. Only the last
+// segment may end in a torn record: rounds are written in order, and a segment that is left is
+// cut to its records before the next one starts.
+func readFrames(logger *zap.Logger, fsys vfs.FS, dir string, from uint64, maxRecordBytes int) (map[int][]frame, segments, error) {
+	found := segments{tornAt: -1}
 	names, err := fsys.ReadDir(dir)
 	if err != nil {
-		return nil, 0, fmt.Errorf("journal: list %s: %w", dir, err)
+		return nil, found, fmt.Errorf("journal: list %s: %w", dir, err)
 	}
 	var ids []uint64
 	for _, name := range names {
@@ -252,61 +264,92 @@ func readFrames(logger *zap.Logger, fsys vfs.FS, dir string, from uint64, maxRec
 		name := segmentName(id)
 		data, err := vfs.ReadFile(fsys, filepath.Join(dir, name))
 		if err != nil {
-			return nil, 0, fmt.Errorf("journal: read %s: %w", name, err)
+			return nil, found, fmt.Errorf("journal: read %s: %w", name, err)
 		}
-		torn, err := parseSegment(name, id, data, maxRecordBytes, frames)
+		end, torn, err := parseSegment(name, id, data, maxRecordBytes, frames)
 		if err != nil {
-			return nil, 0, err
+			return nil, found, err
 		}
 		if torn != "" && i < len(ids)-1 {
-			return nil, 0, fmt.Errorf("journal: %s is damaged (%s), and later segments follow it", name, torn)
+			return nil, found, fmt.Errorf("journal: %s is damaged (%s), and later segments follow it", name, torn)
 		}
 		if torn != "" {
-			logger.Warn("the journal ends at a torn record: a round a crash cut short, acknowledged to no one",
-				zap.String("segment", name), zap.String("reason", torn))
+			found.tornAt = end
+			if end > segmentHeaderSize {
+				logger.Info("the journal ends before the end of its last file: at a round a crash cut short (acknowledged to no one), "+
+					"or at what a reused file held before", zap.String("segment", name), zap.String("reason", torn))
+			}
 		}
 	}
-	var last uint64
 	if len(ids) > 0 {
-		last = ids[len(ids)-1]
+		found.last = ids[len(ids)-1]
 	}
-	return frames, last, nil
+	return frames, found, nil
 }
 
-// parseSegment adds the frames of segment id (read as data) to frames, and says why its records
-// end early if they do ("" when they fill it).
-func parseSegment(name string, id uint64, data []byte, maxRecordBytes int, frames map[int][]frame) (string, error) {
-	if len(data) < segmentHeaderSize {
-		return "", nil // created, its header not durable: a segment a crash left empty
+// cutLast cuts the last segment back to where its records end (found.tornAt), or removes it when
+// it holds none, so that it can stay behind later segments (for a held log).
+func cutLast(fsys vfs.FS, dir string, found segments) error {
+	if found.tornAt < 0 {
+		return nil
 	}
-	if string(data[:len(segmentMagic)]) != segmentMagic || binary.LittleEndian.Uint16(data[6:]) != segmentVersion ||
-		binary.LittleEndian.Uint64(data[8:]) != id {
-		return "", fmt.Errorf("journal: %s has no valid header", name)
+	path := filepath.Join(dir, segmentName(found.last))
+	if found.tornAt <= segmentHeaderSize {
+		if err := fsys.Remove(path); err != nil {
+			return fmt.Errorf("journal: remove %s, which holds no records: %w", path, err)
+		}
+		return fsys.SyncDir(dir)
+	}
+	f, err := fsys.OpenReadWrite(path)
+	if err != nil {
+		return fmt.Errorf("journal: cut %s to its records: %w", path, err)
+	}
+	err = f.Truncate(found.tornAt)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("journal: cut %s to its records: %w", path, err)
+	}
+	return nil
+}
+
+// parseSegment adds the frames of segment id (read as data) to frames, and returns where its
+// records end and why they end early if they do ("" when they fill it). A segment without a valid
+// header holds no records: a crash came before its header was durable (a new file, or the
+// prepared one renamed), which recovery accepts of the last segment only.
+func parseSegment(name string, id uint64, data []byte, maxRecordBytes int, frames map[int][]frame) (int64, string, error) {
+	if len(data) < segmentHeaderSize || string(data[:len(segmentMagic)]) != segmentMagic ||
+		binary.LittleEndian.Uint16(data[6:]) != segmentVersion || binary.LittleEndian.Uint64(data[8:]) != id {
+		return 0, "no valid header", nil
 	}
 	rest := data[segmentHeaderSize:]
 	at := int64(segmentHeaderSize)
 	for len(rest) > 0 {
 		if len(rest) < recordHeaderSize {
-			return fmt.Sprintf("a partial record header at byte %d", at), nil
+			return at, fmt.Sprintf("a partial record header at byte %d", at), nil
 		}
 		n := binary.LittleEndian.Uint32(rest[0:])
 		log := int(binary.LittleEndian.Uint32(rest[4:]))
 		if uint64(n) > uint64(len(rest)-recordHeaderSize) {
-			return fmt.Sprintf("a record past the end of the segment at byte %d", at), nil
+			return at, fmt.Sprintf("a record past the end of the segment at byte %d", at), nil
 		}
 		body := rest[recordHeaderSize : recordHeaderSize+n]
 		if recordCRC(id, rest[4:8], body) != binary.LittleEndian.Uint32(rest[8:]) {
-			return fmt.Sprintf("a record whose checksum does not match at byte %d", at), nil
+			return at, fmt.Sprintf("a record whose checksum does not match at byte %d", at), nil
 		}
 		base, _, err := statelog.DecodeFrame(body, maxRecordBytes)
 		if err != nil {
-			return "", fmt.Errorf("journal: %s at byte %d: %w", name, at, err)
+			return 0, "", fmt.Errorf("journal: %s at byte %d: %w", name, at, err)
 		}
 		frames[log] = append(frames[log], frame{segment: id, base: base, bytes: body})
 		rest = rest[recordHeaderSize+n:]
 		at += int64(recordHeaderSize) + int64(n)
 	}
-	return "", nil
+	return at, "", nil
 }
 
 // Pending returns how many batches the journal in dir holds past its checkpoint: appends that the
@@ -320,7 +363,7 @@ func Pending(fsys vfs.FS, dir string) (int, error) {
 	if err != nil || !ok {
 		return 0, err
 	}
-	frames, _, err := readFrames(zap.NewNop(), fsys, dir, cp.first(), 0)
+	frames, _, err := readFrames(zap.NewNop(), fsys, dir, cp.first(), statelog.MaxBatchBytes-4)
 	if err != nil {
 		return 0, err
 	}

@@ -23,11 +23,19 @@ type Journal interface {
 	Checkpointed() int64
 }
 
+// ErrCheckpointFailed is a Checkpoint of a log that failed: a write, sync or cut of its own went
+// wrong, so what it holds below its end may not be durable, however a later sync ends.
+var ErrCheckpointFailed = errors.New("statelog: the log failed, so its appends may not be durable in it")
+
 // Checkpoint makes every frame the log has written durable in the log itself. It is safe to call
 // while the owner appends (from the journal's goroutine): every frame written before the call is
 // in the active segment, which it syncs, or in one sealed (and synced) before. A closed log has
-// nothing to sync: Close synced it.
+// nothing to sync: Close synced it. A log that failed cannot vouch for its frames
+// (ErrCheckpointFailed): the kernel may have dropped pages a later sync reports nothing of.
 func (l *Log) Checkpoint() error {
+	if l.hasFailed.Load() {
+		return fmt.Errorf("%w: %s", ErrCheckpointFailed, l.dir)
+	}
 	l.activeMu.Lock()
 	defer l.activeMu.Unlock()
 	if l.active == nil {
@@ -49,6 +57,9 @@ func FrameEnd(frame []byte) (int64, bool) {
 	h, ok := decodeFrameHeader(frame[:frameHeaderSize])
 	return h.base + int64(h.count), ok
 }
+
+// Failed reports whether the log failed (see Checkpoint); safe from any goroutine.
+func (l *Log) Failed() bool { return l.hasFailed.Load() }
 
 // Dir returns the log's directory.
 func (l *Log) Dir() string { return l.dir }

@@ -41,6 +41,8 @@ type Log struct {
 	start atomic.Int64
 	end   atomic.Int64
 	size  atomic.Int64
+	// hasFailed is failed != nil, for other goroutines (a journal's checkpoint).
+	hasFailed atomic.Bool
 }
 
 // createSegment creates a segment whose first record will have offset base, and makes it
@@ -88,6 +90,7 @@ func (l *Log) syncDir() error {
 func (l *Log) fail(err error) error {
 	if l.failed == nil {
 		l.failed = err
+		l.hasFailed.Store(true)
 		if errors.Is(err, ErrSyncFailed) {
 			l.logger.Error("state log failed with its sync group; it refuses writes until the process is restarted", zap.Error(err))
 		} else {
