@@ -19,7 +19,6 @@ import (
 
 	"github.com/coordinatord/coordinatord/internal/datadir"
 	"github.com/coordinatord/coordinatord/internal/groupcfg"
-	"github.com/coordinatord/coordinatord/internal/journal"
 	"github.com/coordinatord/coordinatord/internal/statelog"
 	"github.com/coordinatord/coordinatord/internal/vfs"
 	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
@@ -182,16 +181,11 @@ func openImportSource(from string) ([]int, *groupcfg.StoredConfig, func(), error
 // replayJournal appends to the source's state logs what its journal holds that they may lack (a
 // server that crashed: state.log.sync=journal), as the server's next start would.
 func replayJournal(from string, partitions []int) error {
-	dir := datadir.JournalDir(from)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(datadir.JournalDir(from)); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	logs := make(map[int]string, len(partitions))
-	for _, p := range partitions {
-		logs[p] = datadir.PartitionDir(from, p)
-	}
 	// The largest records a log may hold: the source's configured limit is not known here.
-	held, err := journal.Recover(nil, dir, logs, statelog.Options{MaxRecordBytes: statelog.MaxBatchBytes - 4}, nil)
+	held, err := recoverJournal(nil, from, partitions, statelog.Options{MaxRecordBytes: statelog.MaxBatchBytes - 4})
 	if err != nil {
 		return fmt.Errorf("--from %s: replay its journal into its state logs: %w", from, err)
 	}

@@ -69,12 +69,8 @@ func (a *clusterAdmin) TransferLeader(ctx context.Context, req *pb.TransferLeade
 		return &pb.TransferLeaderResponse{LeaderNodeId: int32(leader)}, nil
 	case errors.Is(err, cluster.ErrNoSuchPartition), errors.Is(err, cluster.ErrNotAReplica):
 		return nil, status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, context.Canceled):
-		return nil, status.Error(codes.Canceled, err.Error())
 	default:
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, transientStatus(err)
 	}
 }
 
@@ -164,11 +160,7 @@ func membershipStatus(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, cluster.ErrMembership):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
 	default:
-		return status.Error(codes.Unavailable, err.Error())
+		return transientStatus(err)
 	}
 }

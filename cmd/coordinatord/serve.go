@@ -403,15 +403,15 @@ func openJournal(logger *zap.Logger, dataDir string, b groupcfg.Broker, m *state
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && mode != groupcfg.StateLogSyncJournal {
 		return nil, nil
 	}
-	logs := make(map[int]string, b.NumPartitions())
-	for p := range b.NumPartitions() {
-		logs[p] = datadir.PartitionDir(dataDir, p)
-	}
 	opts := shardconfig.FromBroker(b, dataDir, 0).Log
 	opts.Name, opts.Metrics = "", nil
-	held, err := journal.Recover(logger.Named("journal"), dir, logs, opts, nil)
+	partitions := make([]int, b.NumPartitions())
+	for p := range partitions {
+		partitions[p] = p
+	}
+	held, err := recoverJournal(logger.Named("journal"), dataDir, partitions, opts)
 	if err != nil {
-		return nil, fmt.Errorf("recover the journal %s: %w", dir, err)
+		return nil, err
 	}
 	if mode != groupcfg.StateLogSyncJournal && len(held) > 0 {
 		// Removing the journal would drop the only copy of those partitions' appends, and
@@ -435,6 +435,21 @@ func openJournal(logger *zap.Logger, dataDir string, b groupcfg.Broker, m *state
 	return j, nil
 }
 
+// recoverJournal appends to the logs of the state partitions of dataDir what its journal holds
+// past its checkpoint (journal.Recover), and returns the partitions it holds.
+func recoverJournal(logger *zap.Logger, dataDir string, partitions []int, opts statelog.Options) ([]int, error) {
+	dir := datadir.JournalDir(dataDir)
+	logs := make(map[int]string, len(partitions))
+	for _, p := range partitions {
+		logs[p] = datadir.PartitionDir(dataDir, p)
+	}
+	held, err := journal.Recover(logger, dir, logs, opts, nil)
+	if err != nil {
+		return nil, fmt.Errorf("recover the journal %s: %w", dir, err)
+	}
+	return held, nil
+}
+
 // openShards starts one shard per state partition; they load in the background. syncGroup or
 // j, if not nil, makes their appends durable together.
 func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b groupcfg.Broker, reg prometheus.Registerer,
@@ -444,8 +459,8 @@ func openShards(logger *zap.Logger, dataDir string, provider shard.Provider, b g
 	for p := range shards {
 		pc := shardconfig.FromBroker(b, dataDir, p)
 		pc.Log.Metrics, pc.Log.SyncGroup, pc.Shard.Metrics = logMetrics, syncGroup, shardMetrics
-		if j != nil {
-			pc.Log.Journal = j.Log(p)
+		if j != nil { // the journal makes the appends durable, whatever state.log.sync says
+			pc.Log.SyncGroup, pc.Log.Journal = nil, j.Log(p)
 		}
 		l := logger.Named("shard")
 		shards[p] = shard.Open(l, provider, pc.Shard, pc.LocalLog(l.With(zap.Int("state_partition", p))))

@@ -39,7 +39,8 @@
 // lost or torn anywhere after a crash, since the log did not sync it) and appends again the
 // frames the journal holds from the checkpoint's segment on; frames below a log's end are ones
 // it held already. Then it records a new checkpoint and deletes the segments, and Open starts an
-// empty one.
+// empty one. After a clean Close (its checkpoint says so) a log the journal holds nothing more of
+// is not opened at all: it was closed, and so synced, at its recorded end.
 //
 // # Format
 //

@@ -29,6 +29,17 @@ func logDirs(n int) map[int]string {
 	return dirs
 }
 
+// syncsFailingIn wraps fsys so that syncs of files in dir fail while the flag returned is set.
+func syncsFailingIn(fsys *faultfs.CrashFS, dir string) (*faultfs.FS, *atomic.Bool) {
+	failSyncs := new(atomic.Bool)
+	return faultfs.Wrap(fsys, faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if failSyncs.Load() && op.Kind == faultfs.OpSync && filepath.Dir(op.Path) == dir {
+			return errors.New("injected EIO")
+		}
+		return nil
+	})), failSyncs
+}
+
 // node is a test node: n logs in one journal on fsys.
 type node struct {
 	t    *testing.T
@@ -166,14 +177,22 @@ func TestCloseCheckpoints(t *testing.T) {
 		t.Fatalf("a second Close: %v", err)
 	}
 	cp, ok, err := readCheckpoint(fsys, journalDir)
-	if err != nil || !ok || cp.Ends[0] != 5 || cp.Ends[1] != 5 {
-		t.Fatalf("checkpoint after close: %+v %v %v; want both logs at 5", cp, ok, err)
+	if err != nil || !ok || cp.Ends[0] != 5 || cp.Ends[1] != 5 || !cp.Clean {
+		t.Fatalf("checkpoint after close: %+v %v %v; want both logs at 5, clean", cp, ok, err)
 	}
 	frames, _, err := readFrames(zaptest.NewLogger(t), fsys, journalDir, cp.Segment, 0)
 	if err != nil || len(frames) != 0 {
 		t.Fatalf("the journal holds %d logs' frames after a clean close (%v), want none", len(frames), err)
 	}
 	crashed := fsys.CrashClone(faultfs.CrashOptions{})
+	// A start after it trusts the logs, and its own checkpoint is not clean: a crash before the
+	// next one must recover them.
+	if _, err := Recover(zaptest.NewLogger(t), journalDir, logDirs(2), statelog.Options{FS: crashed, SegmentBytes: 4096}, crashed); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _, err := readCheckpoint(crashed, journalDir); err != nil || cp.Clean || cp.Ends[0] != 5 {
+		t.Fatalf("checkpoint after a recovery: %+v %v; want both logs at 5, not clean", cp, err)
+	}
 	openNode(t, crashed, 2, Options{}).close()
 	for id := range 2 {
 		if _, recs := contents(t, crashed, id); !slices.Equal(recs, []string{"0:r0", "1:r1", "2:r2", "3:r3", "4:r4"}) {
@@ -185,13 +204,7 @@ func TestCloseCheckpoints(t *testing.T) {
 // A failed journal sync fails the append and every later one, and no log holds the record.
 func TestFailedSyncPoisons(t *testing.T) {
 	fsys := faultfs.NewCrashFS()
-	var failSyncs atomic.Bool
-	inj := faultfs.Wrap(fsys, faultfs.InjectorFunc(func(op faultfs.Op) error {
-		if failSyncs.Load() && op.Kind == faultfs.OpSync && filepath.Dir(op.Path) == journalDir {
-			return errors.New("injected EIO")
-		}
-		return nil
-	}))
+	inj, failSyncs := syncsFailingIn(fsys, journalDir)
 	logger := zaptest.NewLogger(t)
 	lo := statelog.Options{FS: inj, SegmentBytes: 4096}
 	if _, err := Recover(logger, journalDir, logDirs(2), lo, inj); err != nil {
@@ -372,13 +385,7 @@ func TestLargeRoundsSurviveAPowerCut(t *testing.T) {
 // append.
 func TestFailedLogKeepsTheJournalsCopy(t *testing.T) {
 	fsys := faultfs.NewCrashFS()
-	var failSyncs atomic.Bool
-	inj := faultfs.Wrap(fsys, faultfs.InjectorFunc(func(op faultfs.Op) error {
-		if failSyncs.Load() && op.Kind == faultfs.OpSync && filepath.Dir(op.Path) == logDir(0) {
-			return errors.New("injected EIO")
-		}
-		return nil
-	}))
+	inj, failSyncs := syncsFailingIn(fsys, logDir(0))
 	logger := zaptest.NewLogger(t)
 	lo := statelog.Options{FS: inj, SegmentBytes: 4096}
 	if _, err := Recover(logger, journalDir, logDirs(1), lo, inj); err != nil {

@@ -33,6 +33,9 @@ type checkpointState struct {
 	// segment that holds frames of theirs: the journal keeps those segments, so that the frames
 	// are appended once the log opens again.
 	Held map[int]uint64 `json:"held,omitempty"`
+	// Clean: the journal's Close wrote it, after every log it journaled was closed (and so
+	// synced): a log the journal holds nothing more of needs no recovery.
+	Clean bool `json:"clean,omitempty"`
 }
 
 // first returns the first segment the journal must keep: Segment, or an older one a held log
@@ -141,6 +144,10 @@ func Recover(logger *zap.Logger, dir string, logs map[int]string, opts statelog.
 			}
 		}
 		delete(frames, id)
+		if e, ok := cp.Ends[id]; ok && cp.Clean && len(own) == 0 {
+			next.Ends[id] = e // closed cleanly at that end
+			continue
+		}
 		end, n, err := recoverLog(logger, logs[id], opts, cp.Ends, id, own)
 		if err != nil {
 			logger.Error("the state log could not be recovered: the journal keeps its records until it is", zap.Int("state_partition", id),

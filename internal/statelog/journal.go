@@ -58,6 +58,13 @@ func FrameEnd(frame []byte) (int64, bool) {
 	return h.base + int64(h.count), ok
 }
 
+// Closed reports whether the log was closed; safe from any goroutine.
+func (l *Log) Closed() bool {
+	l.activeMu.Lock()
+	defer l.activeMu.Unlock()
+	return l.active == nil
+}
+
 // Failed reports whether the log failed (see Checkpoint); safe from any goroutine.
 func (l *Log) Failed() bool { return l.hasFailed.Load() }
 

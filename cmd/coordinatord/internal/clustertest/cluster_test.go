@@ -256,15 +256,21 @@ func (c *cluster) newClient(onRetry func(client.Retry)) *client.Client {
 	return cl
 }
 
-// dialNode returns a plain gRPC stub of n's state service: no lookups, no retries.
-func dialNode(t *testing.T, n *node) pb.ShareCoordinatorServiceClient {
+// dialConn returns a plaintext connection to n's gRPC port, closed when the test ends.
+func dialConn(t *testing.T, n *node) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(n.grpcAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewShareCoordinatorServiceClient(conn)
+	return conn
+}
+
+// dialNode returns a plain gRPC stub of n's state service: no lookups, no retries.
+func dialNode(t *testing.T, n *node) pb.ShareCoordinatorServiceClient {
+	t.Helper()
+	return pb.NewShareCoordinatorServiceClient(dialConn(t, n))
 }
 
 // partitionOf returns the state partition of key k of the workload and its leader as the

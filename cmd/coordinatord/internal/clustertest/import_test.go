@@ -205,12 +205,7 @@ func describeGroup(t *testing.T, n *node, group, key string) string {
 
 func configClient(t *testing.T, n *node) pb.ConfigServiceClient {
 	t.Helper()
-	conn, err := grpc.NewClient(n.grpcAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewConfigServiceClient(conn)
+	return pb.NewConfigServiceClient(dialConn(t, n))
 }
 
 // dumpLog returns `coordinatord dump-log` of a data directory.
