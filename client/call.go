@@ -22,7 +22,8 @@ import (
 type batch interface {
 	// send sends the items idx to stub as one request, stores each item's answer and returns the
 	// answers' error codes in the order of idx.
-	send(ctx context.Context, stub pb.ShareCoordinatorServiceClient, idx []int) ([]pb.ErrorCode, error)
+	// addr is the node's address, for coalescing.
+	send(ctx context.Context, addr string, stub pb.ShareCoordinatorServiceClient, idx []int) ([]pb.ErrorCode, error)
 	// fail stores, as item i's answer, a result carrying code and message.
 	fail(i int, code pb.ErrorCode, msg string)
 }
@@ -190,10 +191,9 @@ func (k *call) attempt(ctx context.Context, todo []int) ([]int, error) {
 			outs[j].err = err
 			return
 		}
-		k.c.stats.requests.Add(1)
 		actx, cancel := k.c.attemptContext(ctx)
 		defer cancel()
-		outs[j].codes, outs[j].err = k.b.send(actx, stub, idx)
+		outs[j].codes, outs[j].err = k.b.send(actx, addrs[j], stub, idx)
 	}
 	if len(addrs) == 1 {
 		send(0)

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -73,6 +72,10 @@ type rpc[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R 
 	topicResult func(topicID string, parts []R) U
 	// failed is the result of a partition that carries only an error, as the server fills it.
 	failed func(partition int32, code pb.ErrorCode, msg string) R
+	// coalesce says whether concurrent calls' requests to one node go out together (see
+	// Options.InFlightPerNode): reads and writes, the share-partition leader's steady traffic,
+	// as Kafka's persister batches them.
+	coalesce bool
 }
 
 var initializeRPC = rpc[*pb.InitializeShareGroupStateRequest, *pb.InitializeStateTopic, *pb.InitializeStatePartition,
@@ -94,8 +97,9 @@ var initializeRPC = rpc[*pb.InitializeShareGroupStateRequest, *pb.InitializeStat
 
 var readRPC = rpc[*pb.ReadShareGroupStateRequest, *pb.ReadStateTopic, *pb.ReadStatePartition,
 	*pb.ReadShareGroupStateResponse, *pb.ReadStateTopicResult, *pb.ReadStatePartitionResult]{
-	method: "ReadShareGroupState",
-	call:   pb.ShareCoordinatorServiceClient.ReadShareGroupState,
+	method:   "ReadShareGroupState",
+	call:     pb.ShareCoordinatorServiceClient.ReadShareGroupState,
+	coalesce: true,
 	request: func(g string, ts []*pb.ReadStateTopic) *pb.ReadShareGroupStateRequest {
 		return &pb.ReadShareGroupStateRequest{GroupId: g, Topics: ts}
 	},
@@ -115,8 +119,9 @@ var readRPC = rpc[*pb.ReadShareGroupStateRequest, *pb.ReadStateTopic, *pb.ReadSt
 
 var writeRPC = rpc[*pb.WriteShareGroupStateRequest, *pb.WriteStateTopic, *pb.WriteStatePartition,
 	*pb.WriteShareGroupStateResponse, *pb.TopicResult, *pb.PartitionResult]{
-	method: "WriteShareGroupState",
-	call:   pb.ShareCoordinatorServiceClient.WriteShareGroupState,
+	method:   "WriteShareGroupState",
+	call:     pb.ShareCoordinatorServiceClient.WriteShareGroupState,
+	coalesce: true,
 	request: func(g string, ts []*pb.WriteStateTopic) *pb.WriteShareGroupStateRequest {
 		return &pb.WriteShareGroupStateRequest{GroupId: g, Topics: ts}
 	},
@@ -184,7 +189,7 @@ func do[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R r
 	if err := req.Validate(); err != nil {
 		return zero, status.Error(codes.InvalidArgument, err.Error())
 	}
-	b := &rpcBatch[Q, T, P, S, U, R]{rpc: r, groupID: req.GetGroupId()}
+	b := &rpcBatch[Q, T, P, S, U, R]{c: c, rpc: r, groupID: req.GetGroupId()}
 	var keys []string
 	for _, t := range req.GetTopics() {
 		for _, p := range t.GetPartitions() {
@@ -207,6 +212,7 @@ func do[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R r
 
 // rpcBatch is one call of an rpc as a batch: item i is partition parts[i] of topic topics[i].
 type rpcBatch[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R result] struct {
+	c       *Client
 	rpc     *rpc[Q, T, P, S, U, R]
 	groupID string
 	topics  []string
@@ -214,34 +220,26 @@ type rpcBatch[Q request[T, P], T topic[P], P partition, S response[U], U topic[R
 	out     []R // each item's latest answer
 }
 
-func (b *rpcBatch[Q, T, P, S, U, R]) send(ctx context.Context, stub pb.ShareCoordinatorServiceClient, idx []int) ([]pb.ErrorCode, error) {
-	ids, groups := byTopic(b.topics, idx, func(i int) P { return b.parts[i] })
-	topics := make([]T, len(ids))
-	for j, id := range ids {
-		topics[j] = b.rpc.topic(id, groups[j])
+func (b *rpcBatch[Q, T, P, S, U, R]) send(ctx context.Context, addr string, stub pb.ShareCoordinatorServiceClient, idx []int) ([]pb.ErrorCode, error) {
+	topics := make([]string, len(idx))
+	parts := make([]P, len(idx))
+	for j, i := range idx {
+		topics[j], parts[j] = b.topics[i], b.parts[i]
 	}
-	resp, err := b.rpc.call(stub, ctx, b.rpc.request(b.groupID, topics))
+	var got []R
+	var err error
+	if b.rpc.coalesce && b.c.opts.InFlightPerNode > 0 && len(idx) <= maxCoalescedPartitions && coalescible(ctx) {
+		got, err = laneOf(b.c, b.rpc, laneKey{addr: addr, method: b.rpc.method, group: b.groupID}).do(ctx, stub, topics, parts)
+	} else {
+		b.c.stats.requests.Add(1)
+		got, err = b.rpc.exchange(ctx, stub, b.groupID, topics, parts)
+	}
 	if err != nil {
 		return nil, err
 	}
-	type key struct {
-		topic     string
-		partition int32
-	}
-	got := make(map[key]R, len(idx))
-	for _, t := range resp.GetResults() {
-		for _, p := range t.GetPartitions() {
-			got[key{t.GetTopicId(), p.GetPartition()}] = p
-		}
-	}
 	codes := make([]pb.ErrorCode, len(idx))
 	for j, i := range idx {
-		r, ok := got[key{b.topics[i], b.parts[i].GetPartition()}]
-		if !ok {
-			r = b.rpc.failed(b.parts[i].GetPartition(), pb.ErrorCode_ERROR_CODE_UNKNOWN_SERVER_ERROR,
-				fmt.Sprintf("the coordinator's %s response has no result for topic %s partition %d", b.rpc.method, b.topics[i], b.parts[i].GetPartition()))
-		}
-		b.out[i], codes[j] = r, r.GetErrorCode()
+		b.out[i], codes[j] = got[j], got[j].GetErrorCode()
 	}
 	return codes, nil
 }

@@ -1,0 +1,286 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/coordinatord/coordinatord/proto/sharecoord/v1"
+)
+
+// Coalescing, as Kafka's share persister does it: the requests of one method that concurrent
+// calls send to one node for one group go through a lane. A lane keeps at most
+// Options.InFlightPerNode requests outstanding; a call that finds them all out waits, and when
+// one comes back, everything that waited meanwhile goes out as one request. At one call in
+// flight nothing ever waits; under load, a request carries the work of many calls, and the
+// per-request cost on both ends (the RPC, its frames, its syscalls) is paid once for all of them.
+
+// maxCoalescedPartitions bounds the partitions one coalesced request names, far below the
+// server's default max.partitions.per.request (5000) and the default 4 MiB message limit for
+// the share-state shapes. A lower limit configured on the server is learned from its refusals.
+const maxCoalescedPartitions = 500
+
+// laneKey names a lane: requests of one method to one node for one group.
+type laneKey struct {
+	addr, method, group string
+}
+
+// lane coalesces the requests of one laneKey.
+type lane[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R result] struct {
+	c   *Client
+	rpc *rpc[Q, T, P, S, U, R]
+	key laneKey
+
+	mu       sync.Mutex
+	inFlight int             // requests outstanding
+	pending  []*waiter[P, R] // calls waiting for a request, in arrival order
+	maxParts int             // partitions one coalesced request may name
+}
+
+// waiter is one call's part of a request: its partitions, and their answers once they came.
+type waiter[P partition, R result] struct {
+	stub     pb.ShareCoordinatorServiceClient
+	topics   []string // topics[i] is the topic of parts[i]
+	parts    []P
+	deadline time.Time // the call's attempt deadline; zero for none
+	taken    bool      // in a request already (guarded by lane.mu)
+
+	done chan struct{} // closed once out or err is set
+	out  []R
+	err  error
+}
+
+// coalescible reports whether a call's request may go out together with other calls': a context
+// carrying outgoing metadata (a trace, a token) must reach the server with its own request.
+func coalescible(ctx context.Context) bool {
+	md, ok := metadata.FromOutgoingContext(ctx)
+	return !ok || md.Len() == 0
+}
+
+// laneOf returns the lane of key, creating it on first use.
+func laneOf[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R result](c *Client, r *rpc[Q, T, P, S, U, R], key laneKey) *lane[Q, T, P, S, U, R] {
+	c.lanesMu.Lock()
+	defer c.lanesMu.Unlock()
+	if l, ok := c.lanes[key]; ok {
+		return l.(*lane[Q, T, P, S, U, R])
+	}
+	l := &lane[Q, T, P, S, U, R]{c: c, rpc: r, key: key, maxParts: maxCoalescedPartitions}
+	c.lanes[key] = l
+	return l
+}
+
+// do sends one call's partitions through the lane and returns their answers in the order of
+// parts, or the error of the request that carried them. It sends them at once, in a request of
+// their own, when the lane has a request to spare; otherwise they wait for the next coalesced
+// request, or until ctx ends.
+func (l *lane[Q, T, P, S, U, R]) do(ctx context.Context, stub pb.ShareCoordinatorServiceClient, topics []string, parts []P) ([]R, error) {
+	w := &waiter[P, R]{stub: stub, topics: topics, parts: parts, done: make(chan struct{})}
+	w.deadline, _ = ctx.Deadline()
+	l.mu.Lock()
+	if l.inFlight < l.c.opts.InFlightPerNode {
+		// A spare request means nothing waits (a finished request takes what waited).
+		l.inFlight++
+		w.taken = true
+		l.mu.Unlock()
+		l.send(ctx, []*waiter[P, R]{w})
+		return w.out, w.err
+	}
+	l.pending = append(l.pending, w)
+	l.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.out, w.err
+	case <-ctx.Done():
+		l.mu.Lock()
+		if !w.taken {
+			for i, p := range l.pending {
+				if p == w {
+					l.pending = append(l.pending[:i], l.pending[i+1:]...)
+					break
+				}
+			}
+		}
+		l.mu.Unlock()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// send sends the waiters' partitions as one request with ctx, hands each its answers, and
+// passes the request on to what waited meanwhile.
+func (l *lane[Q, T, P, S, U, R]) send(ctx context.Context, ws []*waiter[P, R]) {
+	defer l.next()
+	err := l.request(ctx, ws)
+	if err != nil && len(ws) > 1 && refusedForSize(err) {
+		// A server with a lower max.partitions.per.request (or message limit) than the lane
+		// assumed: send each call alone, as it would have gone uncoalesced, and stay below
+		// this size from now on.
+		n := 0
+		for _, w := range ws {
+			n += len(w.parts)
+		}
+		l.mu.Lock()
+		l.maxParts = max(1, min(l.maxParts, n/2))
+		l.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, w := range ws {
+			wg.Go(func() {
+				if err := l.request(ctx, []*waiter[P, R]{w}); err != nil {
+					w.err = err
+				}
+				close(w.done)
+			})
+		}
+		wg.Wait()
+		return
+	}
+	for _, w := range ws {
+		if err != nil {
+			w.err = err
+		}
+		close(w.done)
+	}
+}
+
+// refusedForSize reports whether a coalesced request's failure may be its size: the server's
+// partitions-per-request limit (INVALID_ARGUMENT) or a message limit (RESOURCE_EXHAUSTED).
+func refusedForSize(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// request sends the waiters' partitions as one request and stores each waiter's answers; it
+// returns the request's error, storing nothing.
+func (l *lane[Q, T, P, S, U, R]) request(ctx context.Context, ws []*waiter[P, R]) error {
+	var topics []string
+	var parts []P
+	for _, w := range ws {
+		topics = append(topics, w.topics...)
+		parts = append(parts, w.parts...)
+	}
+	l.c.stats.requests.Add(1)
+	if len(ws) > 1 {
+		l.c.stats.coalesced.Add(uint64(len(ws)))
+	}
+	got, err := l.rpc.exchange(ctx, ws[0].stub, l.key.group, topics, parts)
+	if err != nil {
+		return err
+	}
+	at := 0
+	for _, w := range ws {
+		w.out = got[at : at+len(w.parts) : at+len(w.parts)]
+		at += len(w.parts)
+	}
+	return nil
+}
+
+// next hands the finished request's place to the calls that waited for one, or frees it.
+func (l *lane[Q, T, P, S, U, R]) next() {
+	l.mu.Lock()
+	ws := l.take()
+	if len(ws) == 0 {
+		l.inFlight--
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	ctx, cancel := coalescedContext(ws)
+	go func() {
+		defer cancel()
+		l.send(ctx, ws)
+	}()
+}
+
+// take removes from pending the waiters of the next request, in arrival order, and marks them
+// taken: as many as fit in maxParts (the first always does), leaving for a later request any
+// whose partitions the request already names, so that no partition appears twice in one
+// request. l.mu must be held.
+func (l *lane[Q, T, P, S, U, R]) take() []*waiter[P, R] {
+	type name struct {
+		topic     string
+		partition int32
+	}
+	var ws []*waiter[P, R]
+	var left []*waiter[P, R]
+	named := make(map[name]bool)
+	n := 0
+	for _, w := range l.pending {
+		fits := len(ws) == 0 || n+len(w.parts) <= l.maxParts
+		for i, p := range w.parts {
+			if named[name{w.topics[i], p.GetPartition()}] {
+				fits = false
+				break
+			}
+		}
+		if !fits {
+			left = append(left, w)
+			continue
+		}
+		for i, p := range w.parts {
+			named[name{w.topics[i], p.GetPartition()}] = true
+		}
+		n += len(w.parts)
+		w.taken = true
+		ws = append(ws, w)
+	}
+	l.pending = left
+	return ws
+}
+
+// coalescedContext is the context of a request carrying several calls: it ends at the latest of
+// their deadlines, so that no call's end cuts the others' request short, and has none when one
+// of them has none.
+func coalescedContext[P partition, R result](ws []*waiter[P, R]) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, w := range ws {
+		if w.deadline.IsZero() {
+			return context.WithCancel(context.Background())
+		}
+		if w.deadline.After(last) {
+			last = w.deadline
+		}
+	}
+	return context.WithDeadline(context.Background(), last)
+}
+
+// exchange sends one request of partitions parts (parts[i] of topic topics[i]) for group and
+// returns the answer of each, in the order of parts. A partition the response does not answer
+// gets UNKNOWN_SERVER_ERROR.
+func (r *rpc[Q, T, P, S, U, R]) exchange(ctx context.Context, stub pb.ShareCoordinatorServiceClient, group string, topics []string, parts []P) ([]R, error) {
+	ids, groups := byTopic(topics, allItems(len(parts)), func(i int) P { return parts[i] })
+	entries := make([]T, len(ids))
+	for j, id := range ids {
+		entries[j] = r.topic(id, groups[j])
+	}
+	resp, err := r.call(stub, ctx, r.request(group, entries))
+	if err != nil {
+		return nil, err
+	}
+	type name struct {
+		topic     string
+		partition int32
+	}
+	got := make(map[name]R, len(parts))
+	for _, t := range resp.GetResults() {
+		for _, p := range t.GetPartitions() {
+			got[name{t.GetTopicId(), p.GetPartition()}] = p
+		}
+	}
+	out := make([]R, len(parts))
+	for i, p := range parts {
+		res, ok := got[name{topics[i], p.GetPartition()}]
+		if !ok {
+			res = r.failed(p.GetPartition(), pb.ErrorCode_ERROR_CODE_UNKNOWN_SERVER_ERROR,
+				fmt.Sprintf("the coordinator's %s response has no result for topic %s partition %d", r.method, topics[i], p.GetPartition()))
+		}
+		out[i] = res
+	}
+	return out, nil
+}
