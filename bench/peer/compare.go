@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,13 +25,26 @@ type config struct {
 	raft    bool   // coordinatord: cluster mode even with one node
 	variant string // coordinatord: the binary's label ("" with a single binary)
 	bin     string
+	// inFlight is coordinatord's client.Options.InFlightPerNode (negative: no coalescing);
+	// perCall says the row's label names it (several values were measured).
+	inFlight int
+	perCall  bool
 }
 
 // label is the row's name in the tables.
 func (c config) label() string {
 	name := c.system
+	var notes []string
 	if c.variant != "" {
-		name += " (" + c.variant + ")"
+		notes = append(notes, c.variant)
+	}
+	if c.perCall && c.inFlight < 0 {
+		notes = append(notes, "client uncoalesced")
+	} else if c.perCall {
+		notes = append(notes, fmt.Sprintf("client in flight %d", c.inFlight))
+	}
+	if len(notes) > 0 {
+		name += " (" + strings.Join(notes, ", ") + ")"
 	}
 	switch {
 	case c.system == "etcd" && c.nodes == 1:
@@ -68,6 +82,17 @@ func parseConfigs(o options) ([]config, error) {
 			return nil, fmt.Errorf("-coordinatord: %w (make build makes bin/coordinatord)", err)
 		}
 	}
+	var inFlights []int
+	for _, item := range splitList(o.clientInFlight) {
+		n, err := strconv.Atoi(item)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("-client-in-flight %q: want a list of non-zero integers (negative: no coalescing)", o.clientInFlight)
+		}
+		inFlights = append(inFlights, n)
+	}
+	if len(inFlights) == 0 {
+		inFlights = []int{client.DefaultInFlightPerNode}
+	}
 	var out []config
 	for _, id := range splitList(o.configs) {
 		switch id {
@@ -75,7 +100,10 @@ func parseConfigs(o options) ([]config, error) {
 			out = append(out, config{id: id, system: "etcd", nodes: int(id[4] - '0')})
 		case "coord1", "coord3", "coord1raft":
 			for _, b := range bins {
-				out = append(out, config{id: id, system: "coordinatord", nodes: int(id[5] - '0'), raft: id == "coord1raft", variant: b.label, bin: b.path})
+				for _, n := range inFlights {
+					out = append(out, config{id: id, system: "coordinatord", nodes: int(id[5] - '0'), raft: id == "coord1raft", variant: b.label, bin: b.path,
+						inFlight: n, perCall: len(inFlights) > 1})
+				}
 			}
 		default:
 			return nil, fmt.Errorf("-configs: unknown configuration %q (want etcd1, etcd3, coord1, coord3 or coord1raft)", id)
@@ -161,7 +189,7 @@ func measure(ctx context.Context, o options, c config, etcdBin string) (result, 
 			return res, err
 		}
 		defer cc.stop()
-		if t, err = newCoordTarget(cc, o.conns, client.Backoff{}); err != nil {
+		if t, err = newCoordTarget(cc, o.conns, client.Options{InFlightPerNode: c.inFlight}); err != nil {
 			return res, err
 		}
 		if pprof {

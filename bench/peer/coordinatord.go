@@ -199,12 +199,14 @@ type coordTarget struct {
 	clients []*client.Client
 }
 
-func newCoordTarget(c *coordCluster, conns int, backoff client.Backoff) (*coordTarget, error) {
+// Of opts, only the retry backoff and the coalescing bound are used.
+func newCoordTarget(c *coordCluster, conns int, opts client.Options) (*coordTarget, error) {
 	clients, err := openClients(conns, func() (*client.Client, error) {
 		return client.New(client.Options{
-			Bootstrap:    c.grpc,
-			DialOptions:  []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
-			RetryBackoff: backoff,
+			Bootstrap:       c.grpc,
+			DialOptions:     []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+			RetryBackoff:    opts.RetryBackoff,
+			InFlightPerNode: opts.InFlightPerNode,
 		})
 	})
 	return &coordTarget{clients: clients}, err

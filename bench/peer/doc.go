@@ -10,7 +10,8 @@
 // over -conns clients, round-robin over -keys share partitions of one group; for coordinatord a
 // WriteShareGroupState of one share partition (the shape of `coordinatord bench load`: two state
 // batches, the start offset moving forward) sent with the client package, which routes it to
-// the leader of its state partition; for etcd a Put of the same share partition's key whose
+// the leader of its state partition and coalesces concurrent writes to one node as its
+// defaults say (-client-in-flight measures other bounds, or none, side by side); for etcd a Put of the same share partition's key whose
 // value is that very request, marshalled (so the payload has the same encoded size). Both are
 // answered only once durable: etcd after its WAL fsync, coordinatord after its log's.
 //

@@ -59,11 +59,11 @@ func runFailover(ctx context.Context, o options) error {
 		return err
 	}
 	var fc failoverClients
-	if fc.probe, err = newCoordTarget(cc, 1, o.fo.probeBackoff); err != nil {
+	if fc.probe, err = newCoordTarget(cc, 1, client.Options{RetryBackoff: o.fo.probeBackoff}); err != nil {
 		return err
 	}
 	defer fc.probe.close()
-	if fc.std, err = newCoordTarget(cc, 1, client.Backoff{}); err != nil {
+	if fc.std, err = newCoordTarget(cc, 1, client.Options{}); err != nil {
 		return err
 	}
 	defer fc.std.close()
@@ -101,7 +101,7 @@ func backgroundLoad(ctx context.Context, cc *coordCluster, w *workload, n int) (
 	if n == 0 {
 		return func() phase { return phase{} }, nil
 	}
-	t, err := newCoordTarget(cc, 1, client.Backoff{})
+	t, err := newCoordTarget(cc, 1, client.Options{})
 	if err != nil {
 		return nil, err
 	}

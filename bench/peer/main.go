@@ -15,24 +15,25 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	coordinatord string
-	etcd         string
-	configs      string
-	inflight     int
-	conns        int
-	keys         int
-	warmup       time.Duration
-	duration     time.Duration
-	oneWarmup    time.Duration
-	oneDuration  time.Duration
-	rounds       int
-	maxLoad      float64
-	loadWait     time.Duration
-	dir          string
-	keep         bool
-	profile      string
-	profileSecs  int
-	logLevel     string
+	coordinatord   string
+	etcd           string
+	configs        string
+	clientInFlight string
+	inflight       int
+	conns          int
+	keys           int
+	warmup         time.Duration
+	duration       time.Duration
+	oneWarmup      time.Duration
+	oneDuration    time.Duration
+	rounds         int
+	maxLoad        float64
+	loadWait       time.Duration
+	dir            string
+	keep           bool
+	profile        string
+	profileSecs    int
+	logLevel       string
 
 	failover  bool
 	failovers int
@@ -45,6 +46,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.coordinatord, "coordinatord", "bin/coordinatord", "the coordinatord binary; several, as LABEL=PATH,LABEL=PATH, run each coordinatord configuration once per binary (to compare builds)")
 	fs.StringVar(&o.etcd, "etcd", "", "the etcd binary (default: etcd on PATH, installed from Debian's etcd-server when missing and apt-get runs as root)")
 	fs.StringVar(&o.configs, "configs", "etcd1,coord1,etcd3,coord3", "configurations in the order of each round: etcd1, etcd3, coord1 (single node), coord3 (three-node cluster), coord1raft (cluster mode with one node)")
+	fs.StringVar(&o.clientInFlight, "client-in-flight", "", "coordinatord's client: requests per node, method and group outstanding before calls are coalesced (client.Options.InFlightPerNode; negative: no coalescing); several, as N,N, run each coordinatord configuration once per value (default: the client's default)")
 	fs.IntVar(&o.inflight, "inflight", 64, "writes in flight in the throughput measurement")
 	fs.IntVar(&o.conns, "conns", 4, "clients (each with its own connections) the writes in flight are spread over")
 	fs.IntVar(&o.keys, "keys", 256, "share partitions (etcd: keys) written, round-robin")
