@@ -30,6 +30,12 @@ type laneKey struct {
 	addr, method, group string
 }
 
+// partLimitKey names what a refused request taught: the partitions a node takes in one request
+// of a method, whatever the group.
+type partLimitKey struct {
+	addr, method string
+}
+
 // lane coalesces the requests of one laneKey.
 type lane[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R result] struct {
 	c   *Client
@@ -40,6 +46,9 @@ type lane[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R
 	inFlight int             // requests outstanding
 	pending  []*waiter[P, R] // calls waiting for a request, in arrival order
 	maxParts int             // partitions one coalesced request may name
+	// gone: the lane went idle and left the client's map (a client talking to many groups
+	// keeps lanes only for those with requests out); a call that got it first takes a new one.
+	gone bool
 }
 
 // waiter is one call's part of a request: its partitions, and their answers once they came.
@@ -70,6 +79,9 @@ func laneOf[Q request[T, P], T topic[P], P partition, S response[U], U topic[R],
 		return l.(*lane[Q, T, P, S, U, R])
 	}
 	l := &lane[Q, T, P, S, U, R]{c: c, rpc: r, key: key, maxParts: maxCoalescedPartitions}
+	if n, ok := c.partLimits[partLimitKey{key.addr, key.method}]; ok {
+		l.maxParts = n
+	}
 	c.lanes[key] = l
 	return l
 }
@@ -82,6 +94,11 @@ func (l *lane[Q, T, P, S, U, R]) do(ctx context.Context, stub pb.ShareCoordinato
 	w := &waiter[P, R]{stub: stub, topics: topics, parts: parts, done: make(chan struct{})}
 	w.deadline, _ = ctx.Deadline()
 	l.mu.Lock()
+	for l.gone {
+		l.mu.Unlock()
+		l = laneOf(l.c, l.rpc, l.key)
+		l.mu.Lock()
+	}
 	if l.inFlight < l.c.opts.InFlightPerNode {
 		// A spare request means nothing waits (a finished request takes what waited).
 		l.inFlight++
@@ -123,9 +140,12 @@ func (l *lane[Q, T, P, S, U, R]) send(ctx context.Context, ws []*waiter[P, R]) {
 		for _, w := range ws {
 			n += len(w.parts)
 		}
+		l.c.lanesMu.Lock()
 		l.mu.Lock()
 		l.maxParts = max(1, min(l.maxParts, n/2))
+		l.c.partLimits[partLimitKey{l.key.addr, l.key.method}] = l.maxParts
 		l.mu.Unlock()
+		l.c.lanesMu.Unlock()
 		var wg sync.WaitGroup
 		for _, w := range ws {
 			wg.Go(func() {
@@ -187,7 +207,11 @@ func (l *lane[Q, T, P, S, U, R]) next() {
 	ws := l.take()
 	if len(ws) == 0 {
 		l.inFlight--
+		idle := l.inFlight == 0 && len(l.pending) == 0
 		l.mu.Unlock()
+		if idle {
+			l.leave()
+		}
 		return
 	}
 	l.mu.Unlock()
@@ -196,6 +220,18 @@ func (l *lane[Q, T, P, S, U, R]) next() {
 		defer cancel()
 		l.send(ctx, ws)
 	}()
+}
+
+// leave takes the lane out of the client's map if it is still idle.
+func (l *lane[Q, T, P, S, U, R]) leave() {
+	l.c.lanesMu.Lock()
+	defer l.c.lanesMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inFlight == 0 && len(l.pending) == 0 && !l.gone {
+		l.gone = true
+		delete(l.c.lanes, l.key)
+	}
 }
 
 // take removes from pending the waiters of the next request, in arrival order, and marks them

@@ -275,6 +275,12 @@ func TestCoalescedRequestRefusedForSizeIsSplit(t *testing.T) {
 	if n := len(fc.callsTo(1, "WriteShareGroupState")); n != 5 {
 		t.Errorf("%d requests served, want 5", n)
 	}
+	// What the refusal taught outlives the lane, which left with its last request.
+	eventually(t, "the lane leaves the client", func() bool {
+		c.lanesMu.Lock()
+		defer c.lanesMu.Unlock()
+		return len(c.lanes) == 0
+	})
 	l := laneOf(c, &writeRPC, laneKey{addr: fc.addrs()[0], method: "WriteShareGroupState", group: group})
 	l.mu.Lock()
 	defer l.mu.Unlock()
