@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/coordinatord/coordinatord/internal/statelog"
+	"github.com/coordinatord/coordinatord/internal/vfs"
 	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
@@ -43,12 +44,13 @@ func syncsFailingIn(fsys *faultfs.CrashFS, dir string) (*faultfs.FS, *atomic.Boo
 // node is a test node: n logs in one journal on fsys.
 type node struct {
 	t    *testing.T
-	fsys *faultfs.CrashFS
 	j    *Journal
 	logs []*statelog.Log
 }
 
-func openNode(t *testing.T, fsys *faultfs.CrashFS, n int, opts Options) *node {
+// openNode recovers and opens n logs and their journal on fsys (a crash file system, or one
+// injecting faults into it).
+func openNode(t *testing.T, fsys vfs.FS, n int, opts Options) *node {
 	t.Helper()
 	logger := zaptest.NewLogger(t)
 	lo := statelog.Options{FS: fsys, SegmentBytes: 4096}
@@ -60,7 +62,7 @@ func openNode(t *testing.T, fsys *faultfs.CrashFS, n int, opts Options) *node {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	nd := &node{t: t, fsys: fsys, j: j}
+	nd := &node{t: t, j: j}
 	for id := range n {
 		o := lo
 		o.Journal = j.Log(id)
@@ -205,25 +207,8 @@ func TestCloseCheckpoints(t *testing.T) {
 func TestFailedSyncPoisons(t *testing.T) {
 	fsys := faultfs.NewCrashFS()
 	inj, failSyncs := syncsFailingIn(fsys, journalDir)
-	logger := zaptest.NewLogger(t)
-	lo := statelog.Options{FS: inj, SegmentBytes: 4096}
-	if _, err := Recover(logger, journalDir, logDirs(2), lo, inj); err != nil {
-		t.Fatal(err)
-	}
-	j, err := Open(logger, journalDir, Options{FS: inj})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lo.Journal = j.Log(0)
-	l, err := statelog.Open(logger, logDir(0), lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lo.Journal = j.Log(1)
-	other, err := statelog.Open(logger, logDir(1), lo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nd := openNode(t, inj, 2, Options{})
+	j, l, other := nd.j, nd.logs[0], nd.logs[1]
 	if _, err := l.Append([][]byte{[]byte("ok")}); err != nil {
 		t.Fatal(err)
 	}
@@ -386,20 +371,8 @@ func TestLargeRoundsSurviveAPowerCut(t *testing.T) {
 func TestFailedLogKeepsTheJournalsCopy(t *testing.T) {
 	fsys := faultfs.NewCrashFS()
 	inj, failSyncs := syncsFailingIn(fsys, logDir(0))
-	logger := zaptest.NewLogger(t)
-	lo := statelog.Options{FS: inj, SegmentBytes: 4096}
-	if _, err := Recover(logger, journalDir, logDirs(1), lo, inj); err != nil {
-		t.Fatal(err)
-	}
-	j, err := Open(logger, journalDir, Options{FS: inj, CheckpointInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lo.Journal = j.Log(0)
-	l, err := statelog.Open(logger, logDir(0), lo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nd := openNode(t, inj, 1, Options{CheckpointInterval: time.Hour})
+	j, l := nd.j, nd.logs[0]
 	acked := 0
 	failSyncs.Store(true) // the log's own syncs fail from now on: the first roll fails it
 	for i := 0; ; i++ {
