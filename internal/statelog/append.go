@@ -13,10 +13,11 @@ import (
 const maxRetainedBuf = 1 << 20
 
 // Append writes records as one atomic batch and returns after it is durable (written and
-// fdatasync'ed, or made durable by a file-system sync of the log's SyncGroup that started
-// after the write, or written to the log's Journal, which synced it). first is the offset of records[0]; offsets are dense. A record larger than
-// MaxRecordBytes → ErrRecordTooLarge, a batch whose payload exceeds MaxBatchBytes →
-// ErrBatchTooLarge, both before any I/O (not sticky). Any write/sync/roll error is returned
+// fdatasync'ed, made durable by a file-system sync of the log's SyncGroup that started after
+// the write, or written to the log's Journal, which synced it). first is the offset of
+// records[0]; offsets are dense. A record larger than MaxRecordBytes → ErrRecordTooLarge, a
+// batch whose payload exceeds MaxBatchBytes → ErrBatchTooLarge, both before any I/O (not
+// sticky). Any write/sync/roll error is returned
 // wrapped in ErrFailed and is sticky: every later Append returns an error wrapping ErrFailed
 // until the log is closed and reopened. An empty batch is a no-op returning (EndOffset(), nil).
 //
