@@ -58,6 +58,7 @@ type waiter[P partition, R result] struct {
 	parts    []P
 	deadline time.Time // the call's attempt deadline; zero for none
 	taken    bool      // in a request already (guarded by lane.mu)
+	alone    bool      // joined with a request to spare: its caller sends it
 
 	done chan struct{} // closed once out or err is set
 	out  []R
@@ -86,29 +87,49 @@ func laneOf[Q request[T, P], T topic[P], P partition, S response[U], U topic[R],
 	return l
 }
 
-// do sends one call's partitions through the lane and returns their answers in the order of
-// parts, or the error of the request that carried them. It sends them at once, in a request of
-// their own, when the lane has a request to spare; otherwise they wait for the next coalesced
-// request, or until ctx ends.
-func (l *lane[Q, T, P, S, U, R]) do(ctx context.Context, stub pb.ShareCoordinatorServiceClient, topics []string, parts []P) ([]R, error) {
+// coalesce sends one call's partitions (parts[i] of topic topics[i]) through the lane of key and
+// returns their answers in the order of parts, or the error of the request that carried them.
+func coalesce[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R result](ctx context.Context, c *Client, r *rpc[Q, T, P, S, U, R],
+	key laneKey, stub pb.ShareCoordinatorServiceClient, topics []string, parts []P) ([]R, error) {
 	w := &waiter[P, R]{stub: stub, topics: topics, parts: parts, done: make(chan struct{})}
 	w.deadline, _ = ctx.Deadline()
+	for {
+		if l := laneOf(c, r, key); l.join(w) {
+			return l.wait(ctx, w)
+		}
+	}
+}
+
+// join adds w to the lane and reports true, unless the lane left the client (then the caller
+// takes the client's current one). It sends w at once, in a request of its own, when the lane
+// has a request to spare; otherwise w waits for the next coalesced request.
+func (l *lane[Q, T, P, S, U, R]) join(w *waiter[P, R]) bool {
 	l.mu.Lock()
-	for l.gone {
+	if l.gone {
 		l.mu.Unlock()
-		l = laneOf(l.c, l.rpc, l.key)
-		l.mu.Lock()
+		return false
 	}
 	if l.inFlight < l.c.opts.InFlightPerNode {
 		// A spare request means nothing waits (a finished request takes what waited).
 		l.inFlight++
 		w.taken = true
+		w.alone = true
 		l.mu.Unlock()
-		l.send(ctx, []*waiter[P, R]{w})
-		return w.out, w.err
+		return true
 	}
 	l.pending = append(l.pending, w)
 	l.mu.Unlock()
+	return true
+}
+
+// wait returns w's answers once its request came back, or ctx's error if ctx ends first (w is
+// then never sent, if it was not yet). A waiter that joined with a request to spare is sent
+// here, with ctx.
+func (l *lane[Q, T, P, S, U, R]) wait(ctx context.Context, w *waiter[P, R]) ([]R, error) {
+	if w.alone {
+		l.send(ctx, []*waiter[P, R]{w})
+		return w.out, w.err
+	}
 	select {
 	case <-w.done:
 		return w.out, w.err

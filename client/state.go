@@ -229,7 +229,7 @@ func (b *rpcBatch[Q, T, P, S, U, R]) send(ctx context.Context, addr string, stub
 	var got []R
 	var err error
 	if b.rpc.coalesce && b.c.opts.InFlightPerNode > 0 && len(idx) <= maxCoalescedPartitions && coalescible(ctx) {
-		got, err = laneOf(b.c, b.rpc, laneKey{addr: addr, method: b.rpc.method, group: b.groupID}).do(ctx, stub, topics, parts)
+		got, err = coalesce(ctx, b.c, b.rpc, laneKey{addr: addr, method: b.rpc.method, group: b.groupID}, stub, topics, parts)
 	} else {
 		b.c.stats.requests.Add(1)
 		got, err = b.rpc.exchange(ctx, stub, b.groupID, topics, parts)
