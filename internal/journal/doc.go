@@ -9,6 +9,9 @@
 // its append is acknowledged once a round made the journal record durable. One caller at a time
 // runs a round: it writes everything queued since the last one with one write and one
 // fdatasync; callers that queue meanwhile wait for the next round, which one of them then runs.
+// Before it takes what is queued, that caller yields the processor, and again as long as frames
+// keep coming (a few times at most): the shards that one request's keys woke, and those the last
+// round answered, are runnable, and a round started at once would carry the first of them only.
 // A failed write or sync poisons the journal: every later write fails (statelog.ErrFailed
 // follows in each log) until the process restarts and recovers from what is on disk.
 //

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -232,9 +233,31 @@ func (j *Journal) write(l *Log, frame []byte) error {
 		case j.running:
 			j.cond.Wait()
 		default:
+			j.gatherLocked(runtime.Gosched)
 			j.runRoundLocked()
 		}
 	}
+}
+
+// gatherYields bounds how often a caller about to run a round first lets other goroutines run.
+const gatherYields = 8
+
+// gatherLocked lets the writers that are about to queue a frame do so before a round starts,
+// with j.mu held on entry and exit (released meanwhile, the round marked running so that no other
+// caller starts one). The keys of one request wake a shard each at once; the first to reach the
+// journal would otherwise start a round with its frame alone, and every other shard's frame
+// would wait for the whole round and the next. So the caller yields the processor, and again as
+// long as frames keep coming, up to gatherYields times. With nothing else runnable (one write
+// in flight) a yield returns at once.
+func (j *Journal) gatherLocked(yield func()) {
+	j.running = true
+	for i, n := 0, -1; i < gatherYields && len(j.pendingEnds) != n; i++ {
+		n = len(j.pendingEnds)
+		j.mu.Unlock()
+		yield()
+		j.mu.Lock()
+	}
+	j.running = false
 }
 
 func (j *Journal) usable() error {

@@ -418,3 +418,76 @@ func TestHeaderlessLastSegment(t *testing.T) {
 		t.Fatalf("the log holds %v", recs)
 	}
 }
+
+// A caller about to run a round first lets the writers that are about to queue do so: it yields
+// as long as frames keep coming (at most gatherYields times), and one round then makes all of
+// them durable.
+func TestRoundGathersTheFramesOfWritersAboutToQueue(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	const logs = 4
+	nd := openNode(t, fsys, logs, Options{CheckpointInterval: time.Hour})
+	defer nd.close()
+	j := nd.j
+
+	// Each of the first logs-1 yields lets one more log append (it queues and waits for a round).
+	var wg sync.WaitGroup
+	yields := 0
+	queue := func() {
+		yields++
+		if yields >= logs {
+			return // nothing more comes: the caller stops yielding
+		}
+		l := nd.logs[yields]
+		before := queued(j)
+		wg.Go(func() {
+			if _, err := l.Append([][]byte{[]byte("r")}); err != nil {
+				t.Errorf("append: %v", err)
+			}
+		})
+		for queued(j) == before {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	j.mu.Lock()
+	rounds := j.finished
+	j.gatherLocked(queue)
+	if got := len(j.pendingEnds); got != logs-1 {
+		t.Errorf("the round gathered %d frames, want %d", got, logs-1)
+	}
+	if yields != logs {
+		t.Errorf("the caller yielded %d times, want %d (until a yield brought no frame)", yields, logs)
+	}
+	j.runRoundLocked()
+	if got := j.finished - rounds; got != 1 {
+		t.Errorf("%d rounds ran, want 1", got)
+	}
+	j.mu.Unlock()
+	wg.Wait()
+	for id := 1; id < logs; id++ {
+		if end := nd.logs[id].EndOffset(); end != 1 {
+			t.Errorf("log %d ends at %d after its round, want 1", id, end)
+		}
+	}
+
+	// Frames that never stop coming do not hold a round back for more than gatherYields yields.
+	j.mu.Lock()
+	yields = 0
+	j.gatherLocked(func() {
+		yields++
+		j.mu.Lock()
+		j.pendingEnds = append(j.pendingEnds, logEnd{id: -1})
+		j.mu.Unlock()
+	})
+	j.pendingEnds = j.pendingEnds[:0]
+	j.mu.Unlock()
+	if yields != gatherYields {
+		t.Errorf("with frames always coming the caller yielded %d times, want %d", yields, gatherYields)
+	}
+}
+
+// queued returns how many frames wait for the next round of j.
+func queued(j *Journal) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.pendingEnds)
+}
