@@ -25,12 +25,11 @@ const (
 	// DefaultCacheSize is how many coordinator keys the client remembers the state partition of.
 	DefaultCacheSize = 100_000
 	// DefaultInFlightPerNode is how many reads, and how many writes, of one group the client
-	// keeps outstanding to one node before it coalesces further calls. Kafka's share persister
-	// keeps one; with one, calls at moderate concurrency wait for a whole round trip they need
-	// not wait for (16 writes in flight over 4 clients made 0.70 × the writes/s of no
-	// coalescing, against 0.95 × with four), while four keep the gain under load
-	// (docs/benchmarks.md, section 10).
-	DefaultInFlightPerNode = 4
+	// keeps outstanding to one node before it coalesces further calls: one, as Kafka's share
+	// persister keeps. Since a finished request lets the calls it answered join the next one
+	// (see the package doc), one request carries most of the calls in flight, and one wrote
+	// more than four at 16 and at 64 writes in flight (docs/benchmarks.md, section 11).
+	DefaultInFlightPerNode = 1
 )
 
 // ErrClosed is returned by every call made after Close.

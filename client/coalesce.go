@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -151,7 +152,9 @@ func (l *lane[Q, T, P, S, U, R]) wait(ctx context.Context, w *waiter[P, R]) ([]R
 // send sends the waiters' partitions as one request with ctx, hands each its answers, and
 // passes the request on to what waited meanwhile.
 func (l *lane[Q, T, P, S, U, R]) send(ctx context.Context, ws []*waiter[P, R]) {
-	defer l.next()
+	// A call sent alone runs its request itself: none of the calls it answers is another
+	// goroutine that could join the next one.
+	defer l.next(!ws[0].alone)
 	err := l.request(ctx, ws)
 	if err != nil && len(ws) > 1 && refusedForSize(err) {
 		// A server with a lower max.partitions.per.request (or message limit) than the lane
@@ -222,8 +225,19 @@ func (l *lane[Q, T, P, S, U, R]) request(ctx context.Context, ws []*waiter[P, R]
 	return nil
 }
 
-// next hands the finished request's place to the calls that waited for one, or frees it.
-func (l *lane[Q, T, P, S, U, R]) next() {
+// regatherYields bounds how often a finished request's goroutine lets other goroutines run
+// before it takes the next request's waiters.
+const regatherYields = 8
+
+// next hands the finished request's place to the calls that waited for one, or frees it. The
+// calls a coalesced request answered are runnable, and a caller that calls again at once would
+// find the place taken and wait for the whole next request: so next first yields the processor
+// (if regather), and again as long as waiters keep joining (at most regatherYields times), and
+// the next request carries them too. With nothing else runnable a yield returns at once.
+func (l *lane[Q, T, P, S, U, R]) next(regather bool) {
+	if regather {
+		l.regather(runtime.Gosched)
+	}
 	l.mu.Lock()
 	ws := l.take()
 	if len(ws) == 0 {
@@ -241,6 +255,21 @@ func (l *lane[Q, T, P, S, U, R]) next() {
 		defer cancel()
 		l.send(ctx, ws)
 	}()
+}
+
+// regather calls yield until a call brought no new waiter, at most regatherYields times.
+func (l *lane[Q, T, P, S, U, R]) regather(yield func()) {
+	joined := -1
+	for range regatherYields {
+		l.mu.Lock()
+		n := len(l.pending)
+		l.mu.Unlock()
+		if n == joined {
+			return
+		}
+		joined = n
+		yield()
+	}
 }
 
 // leave takes the lane out of the client's map if it is still idle.

@@ -401,3 +401,31 @@ func TestInFlightBound(t *testing.T) {
 		t.Errorf("default bound %d, want %d", d.opts.InFlightPerNode, DefaultInFlightPerNode)
 	}
 }
+
+// Before a finished request's place goes to the waiters, the lane lets the calls it answered
+// join: it yields as long as waiters keep joining, at most regatherYields times.
+func TestFinishedRequestLetsItsCallersJoin(t *testing.T) {
+	fc := newFakeCluster(t, 1, 4)
+	c := newClient(t, fc, oneInFlight)
+	l := laneOf(c, &writeRPC, laneKey{addr: fc.addrs()[0], method: "WriteShareGroupState", group: group})
+	join := func() {
+		l.mu.Lock()
+		l.pending = append(l.pending, &waiter[*pb.WriteStatePartition, *pb.PartitionResult]{})
+		l.mu.Unlock()
+	}
+	yields := 0
+	l.regather(func() {
+		yields++
+		if yields <= 2 { // two callers come back, then nothing more
+			join()
+		}
+	})
+	if yields != 3 {
+		t.Errorf("the lane yielded %d times, want 3 (until a yield brought no waiter)", yields)
+	}
+	yields = 0
+	l.regather(func() { yields++; join() })
+	if yields != regatherYields {
+		t.Errorf("with waiters always joining the lane yielded %d times, want %d", yields, regatherYields)
+	}
+}

@@ -44,7 +44,10 @@
 // type and group. A lane keeps at most Options.InFlightPerNode requests outstanding (default
 // DefaultInFlightPerNode); a call whose request finds that many out waits, and when one returns,
 // every request that waited meanwhile goes out as one, up to 500 partitions, each call getting
-// exactly the answers its own partitions got. Below the bound nothing waits, so coalescing costs
+// exactly the answers its own partitions got. Before it takes them, the goroutine of the finished
+// request yields the processor, and again as long as calls keep joining (a few times at most):
+// the calls it just answered are runnable, and one that calls again at once joins this request
+// instead of waiting for the whole next one. Below the bound nothing waits, so coalescing costs
 // nothing at low concurrency; under load one request carries many calls, and its cost (the RPC,
 // its frames and syscalls, on the client and on the node) is paid once for all of them. Two
 // calls naming the same partition never share a request (the later one goes in the next), and a
