@@ -25,11 +25,12 @@ const (
 	// DefaultCacheSize is how many coordinator keys the client remembers the state partition of.
 	DefaultCacheSize = 100_000
 	// DefaultInFlightPerNode is how many reads, and how many writes, of one group the client
-	// keeps outstanding to one node before it coalesces further calls. Kafka's share persister
-	// keeps one, which wrote a fifth more at 64 writes in flight (docs/benchmarks.md, section 11);
-	// but with one, a request that a lossy link stalls holds back every call of its group to
-	// that node, and with 20 % of one node's packets lost no call of the group succeeded for 6 s.
-	// Four keep calls moving there and most of the gain under load.
+	// keeps outstanding to one node at most. A lane sends a second request only while its newest
+	// stalls (see Options.InFlightPerNode), so under a steady load it keeps one, as Kafka's share
+	// persister does, which wrote a fifth more at 64 writes in flight than four sent eagerly
+	// (docs/benchmarks.md, section 11); with four allowed, a request that a lossy link stalls
+	// does not hold back every call of its group to that node (with one, and 20 % of one node's
+	// packets lost, no call of the group succeeded for 6 s).
 	DefaultInFlightPerNode = 4
 )
 
@@ -72,13 +73,16 @@ type Options struct {
 	CacheSize int
 	// InFlightPerNode bounds the ReadShareGroupState and the WriteShareGroupState requests of one
 	// group the client keeps outstanding to one node, each method on its own. A call whose
-	// request finds that many outstanding waits; when one returns, every request that waited
-	// meanwhile goes out as one, each call getting exactly its own partitions' answers, as if
-	// it had been sent alone. Nothing waits while fewer calls are in flight than the bound; under
-	// load, one request carries many calls and its cost on the client and the node is paid once.
-	// Two calls naming the same partition never share a request, and a call whose context
-	// carries outgoing gRPC metadata is always sent alone. Zero means DefaultInFlightPerNode;
-	// a negative value turns coalescing off: every call sends its own requests at once.
+	// request finds one outstanding waits; when it returns, every request that waited meanwhile
+	// goes out as one, each call getting exactly its own partitions' answers, as if it had been
+	// sent alone. Only while the newest outstanding request has been out for twice the usual
+	// round trip of its node, method and group (and at least a millisecond) does what waits go
+	// out in another, up to InFlightPerNode: a stalled request holds nothing back for long.
+	// Nothing waits at one call in flight; under load, one request carries many calls and its
+	// cost on the client and the node is paid once. Two calls naming the same partition never
+	// share a request, and a call whose context carries outgoing gRPC metadata is always sent
+	// alone. Zero means DefaultInFlightPerNode; a negative value turns coalescing off: every
+	// call sends its own requests at once.
 	InFlightPerNode int
 	// OnRetry, when set, is called before every retry of a call, on the calling goroutine. It
 	// may be called concurrently by concurrent calls and must return quickly.

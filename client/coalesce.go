@@ -15,16 +15,27 @@ import (
 )
 
 // Coalescing, as Kafka's share persister does it: the requests of one method that concurrent
-// calls send to one node for one group go through a lane. A lane keeps at most
-// Options.InFlightPerNode requests outstanding; a call that finds them all out waits, and when
-// one comes back, everything that waited meanwhile goes out as one request. At one call in
-// flight nothing ever waits; under load, a request carries the work of many calls, and the
-// per-request cost on both ends (the RPC, its frames, its syscalls) is paid once for all of them.
+// calls send to one node for one group go through a lane. A lane keeps one request outstanding;
+// a call that finds it out waits, and when it comes back, everything that waited meanwhile goes
+// out as one request. At one call in flight nothing ever waits; under load, a request carries
+// the work of many calls, and the per-request cost on both ends (the RPC, its frames, its
+// syscalls) is paid once for all of them. A request that stalls (a lossy link, a node busy
+// with a sync) must not hold back every call of its group, so while the newest request has been
+// out longer than stallFactor times the lane's usual round trip, the waiting calls go out in
+// another one, up to Options.InFlightPerNode outstanding.
 
 // maxCoalescedPartitions bounds the partitions one coalesced request names, far below the
 // server's default max.partitions.per.request (5000) and the default 4 MiB message limit for
 // the share-state shapes. A lower limit configured on the server is learned from its refusals.
 const maxCoalescedPartitions = 500
+
+// A lane's request is stalled once it has been out for stallFactor times the lane's smoothed
+// round trip, and never before minStall (the first requests, with no round trip measured yet,
+// wait that long).
+const (
+	stallFactor = 2
+	minStall    = time.Millisecond
+)
 
 // laneKey names a lane: requests of one method to one node for one group.
 type laneKey struct {
@@ -47,6 +58,11 @@ type lane[Q request[T, P], T topic[P], P partition, S response[U], U topic[R], R
 	inFlight int             // requests outstanding
 	pending  []*waiter[P, R] // calls waiting for a request, in arrival order
 	maxParts int             // partitions one coalesced request may name
+	sentAt   time.Time       // when the newest request went out
+	rtt      time.Duration   // the smoothed round trip of the lane's requests; zero: none yet
+	// stall sends what waits once the newest request stalled; armed while it is set to.
+	stall *time.Timer
+	armed bool
 	// gone: the lane went idle and left the client's map (a client talking to many groups
 	// keeps lanes only for those with requests out); a call that got it first takes a new one.
 	gone bool
@@ -103,24 +119,74 @@ func coalesce[Q request[T, P], T topic[P], P partition, S response[U], U topic[R
 
 // join adds w to the lane and reports true, unless the lane left the client (then the caller
 // takes the client's current one). It sends w at once, in a request of its own, when the lane
-// has a request to spare; otherwise w waits for the next coalesced request.
+// has no request out, or only stalled ones and a request to spare with nothing waiting;
+// otherwise w waits for the next coalesced request.
 func (l *lane[Q, T, P, S, U, R]) join(w *waiter[P, R]) bool {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.gone {
-		l.mu.Unlock()
 		return false
 	}
-	if l.inFlight < l.c.opts.InFlightPerNode {
-		// A spare request means nothing waits (a finished request takes what waited).
+	now := time.Now()
+	if l.inFlight == 0 || (len(l.pending) == 0 && l.spareLocked(now)) {
+		// Nothing waits: a finished request takes what waited, and so does a stall.
 		l.inFlight++
+		l.sentAt = now
 		w.taken = true
 		w.alone = true
-		l.mu.Unlock()
 		return true
 	}
 	l.pending = append(l.pending, w)
-	l.mu.Unlock()
+	l.armLocked(now)
 	return true
+}
+
+// stallAfter is how long the newest request may be out before the lane sends another. l.mu must
+// be held.
+func (l *lane[Q, T, P, S, U, R]) stallAfter() time.Duration {
+	return max(stallFactor*l.rtt, minStall)
+}
+
+// spareLocked reports whether the lane may send another request now: its newest stalled, and it
+// has fewer than Options.InFlightPerNode out. l.mu must be held.
+func (l *lane[Q, T, P, S, U, R]) spareLocked(now time.Time) bool {
+	return l.inFlight < l.c.opts.InFlightPerNode && now.Sub(l.sentAt) >= l.stallAfter()
+}
+
+// armLocked sets the stall timer for the calls waiting, if the lane may send another request
+// once its newest stalls and the timer is not set already. l.mu must be held.
+func (l *lane[Q, T, P, S, U, R]) armLocked(now time.Time) {
+	if l.armed || len(l.pending) == 0 || l.inFlight >= l.c.opts.InFlightPerNode {
+		return
+	}
+	l.armed = true
+	d := l.sentAt.Add(l.stallAfter()).Sub(now)
+	if l.stall == nil {
+		l.stall = time.AfterFunc(d, l.stalled)
+		return
+	}
+	l.stall.Reset(d)
+}
+
+// stalled runs when the stall timer fires: if the newest request stalled and calls wait, they go
+// out as another request (on the timer's goroutine); if a newer request went out since the
+// timer was set, it is set again for that one.
+func (l *lane[Q, T, P, S, U, R]) stalled() {
+	l.mu.Lock()
+	l.armed = false
+	now := time.Now()
+	if len(l.pending) == 0 || !l.spareLocked(now) {
+		l.armLocked(now)
+		l.mu.Unlock()
+		return
+	}
+	ws := l.take()
+	l.inFlight++
+	l.sentAt = now
+	l.mu.Unlock()
+	ctx, cancel := coalescedContext(ws)
+	defer cancel()
+	l.send(ctx, ws)
 }
 
 // wait returns w's answers once its request came back, or ctx's error if ctx ends first (w is
@@ -154,7 +220,8 @@ func (l *lane[Q, T, P, S, U, R]) wait(ctx context.Context, w *waiter[P, R]) ([]R
 func (l *lane[Q, T, P, S, U, R]) send(ctx context.Context, ws []*waiter[P, R]) {
 	// A call sent alone runs its request itself: none of the calls it answers is another
 	// goroutine that could join the next one.
-	defer l.next(!ws[0].alone)
+	began := time.Now()
+	defer func() { l.next(!ws[0].alone, time.Since(began)) }()
 	err := l.request(ctx, ws)
 	if err != nil && len(ws) > 1 && refusedForSize(err) {
 		// A server with a lower max.partitions.per.request (or message limit) than the lane
@@ -229,16 +296,18 @@ func (l *lane[Q, T, P, S, U, R]) request(ctx context.Context, ws []*waiter[P, R]
 // before it takes the next request's waiters.
 const regatherYields = 8
 
-// next hands the finished request's place to the calls that waited for one, or frees it. The
-// calls a coalesced request answered are runnable, and a caller that calls again at once would
-// find the place taken and wait for the whole next request: so next first yields the processor
-// (if regather), and again as long as waiters keep joining (at most regatherYields times), and
-// the next request carries them too. With nothing else runnable a yield returns at once.
-func (l *lane[Q, T, P, S, U, R]) next(regather bool) {
+// next hands the place of the request that finished after took to the calls that waited for
+// one, or frees it. The calls a coalesced request answered are runnable, and a caller that calls
+// again at once would find the place taken and wait for the whole next request: so next first
+// yields the processor (if regather), and again as long as waiters keep joining (at most
+// regatherYields times), and the next request carries them too. With nothing else runnable a
+// yield returns at once.
+func (l *lane[Q, T, P, S, U, R]) next(regather bool, took time.Duration) {
 	if regather {
 		l.regather(runtime.Gosched)
 	}
 	l.mu.Lock()
+	l.observeLocked(took)
 	ws := l.take()
 	if len(ws) == 0 {
 		l.inFlight--
@@ -249,12 +318,25 @@ func (l *lane[Q, T, P, S, U, R]) next(regather bool) {
 		}
 		return
 	}
+	now := time.Now()
+	l.sentAt = now
+	l.armLocked(now) // for the calls that did not fit in ws
 	l.mu.Unlock()
 	ctx, cancel := coalescedContext(ws)
 	go func() {
 		defer cancel()
 		l.send(ctx, ws)
 	}()
+}
+
+// observeLocked adds a request's round trip to the lane's smoothed one (weight 1/8, as TCP's
+// SRTT). l.mu must be held.
+func (l *lane[Q, T, P, S, U, R]) observeLocked(took time.Duration) {
+	if l.rtt == 0 {
+		l.rtt = took
+		return
+	}
+	l.rtt += (took - l.rtt) / 8
 }
 
 // regather calls yield until a call brought no new waiter, at most regatherYields times.

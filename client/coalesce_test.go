@@ -377,8 +377,9 @@ func TestCoalescedReads(t *testing.T) {
 	}
 }
 
-// TestInFlightBound holds two requests of a client allowed two: a third call waits, and goes
-// once one of them returns. A client's default bound is DefaultInFlightPerNode.
+// TestInFlightBound holds two requests of a client allowed two (the second goes once the first
+// stalled): a third call waits, and goes once one of them returns. A client's default bound is
+// DefaultInFlightPerNode.
 func TestInFlightBound(t *testing.T) {
 	fc := newFakeCluster(t, 1, 4)
 	g := newGateOf(fc, "WriteShareGroupState", 2)
@@ -427,5 +428,48 @@ func TestFinishedRequestLetsItsCallersJoin(t *testing.T) {
 	l.regather(func() { yields++; join() })
 	if yields != regatherYields {
 		t.Errorf("with waiters always joining the lane yielded %d times, want %d", yields, regatherYields)
+	}
+}
+
+// outstanding is how many requests the lane has out.
+func (l *lane[Q, T, P, S, U, R]) outstanding() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight
+}
+
+// A lane keeps one request out while it answers in its usual time: a second call waits for it,
+// even below the bound, and goes in a request of its own only once the first has been out for
+// stallFactor times the lane's round trip.
+func TestStalledRequestLetsTheWaitingCallsGo(t *testing.T) {
+	fc := newFakeCluster(t, 1, 4)
+	g := newGateOf(fc, "WriteShareGroupState", 2)
+	c := newClient(t, fc, func(o *Options) { o.InFlightPerNode = 4 })
+	l := laneOf(c, &writeRPC, laneKey{addr: fc.addrs()[0], method: "WriteShareGroupState", group: group})
+	const rtt = 50 * time.Millisecond
+	l.mu.Lock()
+	l.rtt = rtt
+	l.mu.Unlock()
+	ctx := ctxT(t, 10*time.Second)
+	began := time.Now()
+	a := asyncWrite(ctx, c, 0)
+	eventually(t, "the first request is out", func() bool { return l.outstanding() == 1 })
+	b := asyncWrite(ctx, c, 1)
+	eventually(t, "the second call waits for the first request", func() bool { return waitingCalls(c) == 1 })
+	<-g.arrived
+	if waited := time.Since(began); waited < stallFactor*rtt {
+		t.Errorf("the second request went out %v after the first, before it stalled (%v)", waited, stallFactor*rtt)
+	}
+	if n := l.outstanding(); n != 2 {
+		t.Errorf("%d requests out, want 2", n)
+	}
+	g.release()
+	for _, ch := range []<-chan writeOutcome{a, b} {
+		if o := <-ch; o.err != nil || o.res[0].code != pb.ErrorCode_ERROR_CODE_NONE {
+			t.Fatalf("write: %+v, %v", o.res, o.err)
+		}
+	}
+	if got := requestKeys(fc, "WriteShareGroupState"); len(got) != 2 {
+		t.Errorf("requests %v, want one per call", got)
 	}
 }

@@ -41,22 +41,25 @@
 //
 // ReadShareGroupState and WriteShareGroupState requests of one group to one node go through a
 // lane, each method its own, as Kafka's share persister batches them per coordinator node, RPC
-// type and group. A lane keeps at most Options.InFlightPerNode requests outstanding (default
-// DefaultInFlightPerNode); a call whose request finds that many out waits, and when one returns,
-// every request that waited meanwhile goes out as one, up to 500 partitions, each call getting
-// exactly the answers its own partitions got. Before it takes them, the goroutine of the finished
-// request yields the processor, and again as long as calls keep joining (a few times at most):
-// the calls it just answered are runnable, and one that calls again at once joins this request
-// instead of waiting for the whole next one. Below the bound nothing waits, so coalescing costs
-// nothing at low concurrency; under load one request carries many calls, and its cost (the RPC,
-// its frames and syscalls, on the client and on the node) is paid once for all of them. Two
-// calls naming the same partition never share a request (the later one goes in the next), and a
-// call whose context carries outgoing gRPC metadata is always sent alone. A call whose context
-// ends while it waits is never sent. The request of several calls is bounded by the latest of
-// their deadlines. If a node refuses a coalesced request as too large (INVALID_ARGUMENT, as for
-// a max.partitions.per.request lower than the request, or RESOURCE_EXHAUSTED), each call's part
-// is sent again alone and the lane keeps its requests to at most half that size from then on.
-// Stats.Coalesced counts the calls' requests that went out together with others.
+// type and group. A lane keeps one request outstanding; a call whose request finds it out waits,
+// and when it returns, every request that waited meanwhile goes out as one, up to 500 partitions,
+// each call getting exactly the answers its own partitions got. While the newest request out has
+// taken twice the lane's smoothed round trip (at least a millisecond), what waits goes out in
+// another, up to Options.InFlightPerNode (default DefaultInFlightPerNode): a request that a lossy
+// link or a busy node stalls does not hold back the calls behind it. Before it takes them, the
+// goroutine of the finished request yields the processor, and again as long as calls keep joining
+// (a few times at most): the calls it just answered are runnable, and one that calls again at once
+// joins this request instead of waiting for the whole next one. At one call in flight nothing
+// waits, so coalescing costs nothing at low concurrency; under load one request carries many
+// calls, and its cost (the RPC, its frames and syscalls, on the client and on the node) is paid
+// once for all of them. Two calls naming the same partition never share a request (the later one
+// goes in the next), and a call whose context carries outgoing gRPC metadata is always sent alone.
+// A call whose context ends while it waits is never sent. The request of several calls is bounded
+// by the latest of their deadlines. If a node refuses a coalesced request as too large
+// (INVALID_ARGUMENT, as for a max.partitions.per.request lower than the request, or
+// RESOURCE_EXHAUSTED), each call's part is sent again alone and the lane keeps its requests to at
+// most half that size from then on. Stats.Coalesced counts the calls' requests that went out
+// together with others.
 //
 // # Errors
 //
