@@ -77,7 +77,7 @@ type ConnCloser interface {
 }
 
 // StateServer implements sharecoord.v1.ShareCoordinatorService over a fixed set of state
-// partitions: key k belongs to partitions[shard.PartitionFor(k.CoordinatorKey(), len(partitions))].
+// partitions: key k belongs to partitions[k.PartitionOf(len(partitions))].
 type StateServer struct {
 	pb.UnimplementedShareCoordinatorServiceServer
 
@@ -99,7 +99,7 @@ func NewStateServer(partitions []Partition, opts StateOptions) *StateServer {
 
 // route returns the partition that owns key.
 func (s *StateServer) route(key shard.Key) Partition {
-	return s.partitions[shard.PartitionFor(key.CoordinatorKey(), len(s.partitions))]
+	return s.partitions[key.PartitionOf(len(s.partitions))]
 }
 
 // checkLimit rejects requests naming more partitions than allowed.
@@ -382,7 +382,7 @@ func (s *StateServer) FindCoordinator(_ context.Context, req *pb.FindCoordinator
 			c.ErrorCode = errorCode(kafkaerr.InvalidRequest)
 			c.ErrorMessage = fmt.Sprintf("key %q names partition %d: the partition id cannot be a negative number", raw, key.Partition)
 		default:
-			p := shard.PartitionFor(key.CoordinatorKey(), len(s.partitions))
+			p := key.PartitionOf(len(s.partitions))
 			c.StatePartition = int32(p)
 			if s.opts.Coordinators == nil {
 				c.NodeId, c.Host, c.Port = s.opts.NodeID, s.opts.Host, s.opts.Port

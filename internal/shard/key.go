@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -69,10 +70,30 @@ func javaTrim(s string) string {
 // units (Kafka's SharePartitionKey). Invalid UTF-8 bytes count as U+FFFD, as a Java decoder would
 // substitute them. numPartitions below 1 is treated as 1.
 func PartitionFor(coordinatorKey string, numPartitions int) int {
+	return partitionOfHash(javaStringHash(0, coordinatorKey), numPartitions)
+}
+
+// PartitionOf returns the state partition that owns k among numPartitions, as
+// PartitionFor(k.CoordinatorKey(), numPartitions) does, without building the coordinator key:
+// routing runs for every key of every request.
+func (k Key) PartitionOf(numPartitions int) int {
+	var buf [topicIDChars]byte
+	base64.RawURLEncoding.Encode(buf[:], k.TopicID[:])
+	h := javaStringHash(0, k.GroupID)
+	h = javaASCIIHash(31*h+':', buf[:])
+	h = javaASCIIHash(31*h+':', strconv.AppendInt(buf[:0], int64(k.Partition), 10))
+	return partitionOfHash(h, numPartitions)
+}
+
+// topicIDChars is the length of a topic id's string form (16 bytes in unpadded base64), which is
+// longer than any int32 in decimal.
+const topicIDChars = 22
+
+// partitionOfHash is Utils.abs(h) % numPartitions; numPartitions below 1 is treated as 1.
+func partitionOfHash(h int32, numPartitions int) int {
 	if numPartitions < 1 {
 		numPartitions = 1
 	}
-	h := javaStringHash(coordinatorKey)
 	var a int64
 	if h != math.MinInt32 { // Kafka's Utils.abs maps MIN_VALUE to 0
 		a = int64(h)
@@ -83,9 +104,9 @@ func PartitionFor(coordinatorKey string, numPartitions int) int {
 	return int(a % int64(numPartitions))
 }
 
-// javaStringHash is java.lang.String.hashCode: h = 31*h + c over UTF-16 code units, wrapping.
-func javaStringHash(s string) int32 {
-	var h int32
+// javaStringHash continues java.lang.String.hashCode from h (0 for a whole string): h = 31*h + c
+// over UTF-16 code units, wrapping.
+func javaStringHash(h int32, s string) int32 {
 	for _, r := range s {
 		if r >= 0x10000 {
 			hi, lo := utf16.EncodeRune(r)
@@ -94,6 +115,15 @@ func javaStringHash(s string) int32 {
 			continue
 		}
 		h = 31*h + r
+	}
+	return h
+}
+
+// javaASCIIHash continues javaStringHash from h over b, which holds only ASCII characters (one
+// UTF-16 code unit each).
+func javaASCIIHash(h int32, b []byte) int32 {
+	for _, c := range b {
+		h = 31*h + int32(c)
 	}
 	return h
 }

@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -31,7 +33,7 @@ func TestPartitionForSpecVectors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
-			if got := javaStringHash(tt.key); got != tt.hash {
+			if got := javaStringHash(0, tt.key); got != tt.hash {
 				t.Errorf("hash = %d, want %d", got, tt.hash)
 			}
 			if got := PartitionFor(tt.key, 50); got != tt.mod50 {
@@ -53,11 +55,11 @@ func TestPartitionForSpecVectors(t *testing.T) {
 
 func TestPartitionForEdgeCases(t *testing.T) {
 	// A supplementary character hashes as its two UTF-16 surrogates: "😀" = U+D83D U+DE00.
-	if got, want := javaStringHash("😀"), int32(0xD83D*31+0xDE00); got != want {
+	if got, want := javaStringHash(0, "😀"), int32(0xD83D*31+0xDE00); got != want {
 		t.Errorf("surrogate hash = %d, want %d", got, want)
 	}
 	// Utils.abs(Integer.MIN_VALUE) is 0: "polygenelubricants" hashes to MIN_VALUE in Java.
-	if got := javaStringHash("polygenelubricants"); got != -2147483648 {
+	if got := javaStringHash(0, "polygenelubricants"); got != -2147483648 {
 		t.Fatalf("hash = %d, want MIN_VALUE", got)
 	}
 	if got := PartitionFor("polygenelubricants", 7); got != 0 {
@@ -103,4 +105,58 @@ func TestParseCoordinatorKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// PartitionOf routes every key as PartitionFor routes its coordinator key: groups of any
+// characters (outside the Basic Multilingual Plane, invalid UTF-8, ':'), any topic id, any
+// partition, any partition count.
+func TestPartitionOfIsPartitionForOfTheCoordinatorKey(t *testing.T) {
+	groups := []string{"", "g", "share-group", "a:b:", "grüppe", "😀 group", "\xff\xfe", strings.Repeat("x", 300)}
+	parts := []int32{0, 1, 9, 10, 4095, -1, math.MaxInt32, math.MinInt32}
+	counts := []int{0, 1, 3, 50, 1000, math.MaxInt32}
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(k Key, n int) {
+		t.Helper()
+		if got, want := k.PartitionOf(n), PartitionFor(k.CoordinatorKey(), n); got != want {
+			t.Fatalf("%q.PartitionOf(%d) = %d, PartitionFor of its coordinator key = %d", k.CoordinatorKey(), n, got, want)
+		}
+	}
+	for _, g := range groups {
+		for _, p := range parts {
+			for _, n := range counts {
+				var id record.TopicID
+				for i := range id {
+					id[i] = byte(rng.Uint32())
+				}
+				check(Key{GroupID: g, TopicID: id, Partition: p}, n)
+			}
+		}
+	}
+	for range 10000 {
+		g := make([]rune, rng.IntN(20))
+		for i := range g {
+			g[i] = rune(rng.IntN(0x11000))
+		}
+		var id record.TopicID
+		for i := range id {
+			id[i] = byte(rng.Uint32())
+		}
+		check(Key{GroupID: string(g), TopicID: id, Partition: int32(rng.Uint32())}, 1+rng.IntN(100))
+	}
+}
+
+func BenchmarkRoute(b *testing.B) {
+	k := Key{GroupID: "bench-group", TopicID: record.TopicID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Partition: 117}
+	b.Run("PartitionFor(CoordinatorKey)", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = PartitionFor(k.CoordinatorKey(), 50)
+		}
+	})
+	b.Run("PartitionOf", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = k.PartitionOf(50)
+		}
+	})
 }

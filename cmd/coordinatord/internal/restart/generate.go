@@ -202,7 +202,7 @@ func startWriters(ctx context.Context, spec Spec, shards []*shard.Shard, concurr
 	route := make([]*shard.Shard, len(parts))
 	for i := range parts {
 		parts[i] = spec.Shape.NewPartition(i)
-		route[i] = shards[shard.PartitionFor(parts[i].Key().CoordinatorKey(), spec.Partitions)]
+		route[i] = shards[parts[i].Key().PartitionOf(spec.Partitions)]
 	}
 	n := min(concurrency, len(parts))
 	w := &writers{errs: make([]error, n), done: make(chan struct{})}
