@@ -39,6 +39,16 @@ func (r *route) Read(ctx context.Context, q shard.ReadRequest) shard.ReadResult 
 func (r *route) Write(ctx context.Context, q shard.WriteRequest) shard.Result {
 	return r.get().Write(ctx, q)
 }
+
+// StartWrite queues the write on this node's shard; the answerer of a partition held elsewhere
+// answers at once.
+func (r *route) StartWrite(ctx context.Context, q shard.WriteRequest) *shard.Pending {
+	p := r.get()
+	if w, ok := p.(service.WriteStarter); ok {
+		return w.StartWrite(ctx, q)
+	}
+	return shard.Answered(p.Write(ctx, q))
+}
 func (r *route) Delete(ctx context.Context, q shard.DeleteRequest) shard.Result {
 	return r.get().Delete(ctx, q)
 }

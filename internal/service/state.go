@@ -31,6 +31,15 @@ type Partition interface {
 	ReadSummary(ctx context.Context, r shard.SummaryRequest) shard.SummaryResult
 }
 
+// WriteStarter is implemented by a Partition that queues a write without waiting for its
+// answer (*shard.Shard does): the service then queues every key of a write request from the
+// handler's goroutine, and waits for their answers after, instead of running a goroutine per
+// key. StartWrite must not wait for the commit; it may return an answer it has at once
+// (shard.Answered).
+type WriteStarter interface {
+	StartWrite(ctx context.Context, r shard.WriteRequest) *shard.Pending
+}
+
 // Coordinator is who serves a state partition, as FindCoordinator answers it: a node, or an
 // error code (NodeID -1) with a message.
 type Coordinator struct {
@@ -137,15 +146,92 @@ type item struct {
 // concurrently and waits for all of them: keys of one request therefore queue on their partitions
 // together and share group commits. out[i][j] is do's answer for topics[i].partitions[j].
 func eachPartition[T stateTopic[P], P statePartition, R any](s *StateServer, groupID string, topics []T, do func(it item, p P) R) ([][]R, error) {
+	n, err := countPartitions(s, topics)
+	if err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	var panicked panicOnce
+	out := eachItem(groupID, topics, func(it item, p P, dst *R) {
+		if n == 1 { // nothing to overlap with: run on the caller's goroutine
+			*dst = do(it, p)
+			return
+		}
+		wg.Go(func() {
+			defer panicked.recover()
+			*dst = do(it, p)
+		})
+	})
+	wg.Wait()
+	panicked.repanic()
+	return out, nil
+}
+
+// panicOnce carries the first panic of the goroutines a handler started to the handler's own
+// goroutine, where the server's recovery turns it into an INTERNAL status instead of a crash.
+type panicOnce struct {
+	mu  sync.Mutex
+	val any
+	set bool
+}
+
+// recover, deferred on a started goroutine, keeps its panic.
+func (p *panicOnce) recover() {
+	if v := recover(); v != nil {
+		p.mu.Lock()
+		if !p.set {
+			p.val, p.set = v, true
+		}
+		p.mu.Unlock()
+	}
+}
+
+// repanic panics with the kept panic, if any, once the goroutines are done.
+func (p *panicOnce) repanic() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.set {
+		panic(p.val)
+	}
+}
+
+// startEachPartition is eachPartition for work that start queues without waiting for it: every
+// partition is started from the caller's goroutine, in request order, then each answer is
+// waited for and handed to finish, which makes the partition's result.
+func startEachPartition[T stateTopic[P], P statePartition, R any](s *StateServer, groupID string, topics []T,
+	start func(it item, p P) pendingResult, finish func(it item, r shard.Result) R) ([][]R, error) {
+	n, err := countPartitions(s, topics)
+	if err != nil {
+		return nil, err
+	}
+	type started struct {
+		it      item
+		pending pendingResult
+		dst     *R
+	}
+	all := make([]started, 0, n)
+	out := eachItem(groupID, topics, func(it item, p P, dst *R) {
+		all = append(all, started{it, start(it, p), dst})
+	})
+	for _, st := range all {
+		*st.dst = finish(st.it, st.pending.Wait())
+	}
+	return out, nil
+}
+
+// countPartitions counts the partitions a request names and rejects more than allowed.
+func countPartitions[T stateTopic[P], P statePartition](s *StateServer, topics []T) (int, error) {
 	n := 0
 	for _, t := range topics {
 		n += len(t.GetPartitions())
 	}
-	if err := s.checkLimit(n); err != nil {
-		return nil, err
-	}
+	return n, s.checkLimit(n)
+}
+
+// eachItem calls fn, in request order, with every partition of topics as an item (each topic id
+// parsed once) and where its result goes, and returns the results.
+func eachItem[T stateTopic[P], P statePartition, R any](groupID string, topics []T, fn func(it item, p P, dst *R)) [][]R {
 	out := make([][]R, len(topics))
-	var wg sync.WaitGroup
 	for ti, t := range topics {
 		id, err := record.ParseTopicID(t.GetTopicId())
 		parts := t.GetPartitions()
@@ -155,15 +241,27 @@ func eachPartition[T stateTopic[P], P statePartition, R any](s *StateServer, gro
 			if err != nil {
 				it.bad = invalidTopicID(err)
 			}
-			if n == 1 { // nothing to overlap with: run on the caller's goroutine
-				out[ti][pi] = do(it, p)
-				continue
-			}
-			wg.Go(func() { out[ti][pi] = do(it, p) })
+			fn(it, p, &out[ti][pi])
 		}
 	}
-	wg.Wait()
-	return out, nil
+	return out
+}
+
+// pendingResult is a partition's answer to come.
+type pendingResult interface{ Wait() shard.Result }
+
+// goResult is the answer of a Partition's blocking call, made on a goroutine of its own; Wait
+// panics with the call's panic.
+type goResult struct {
+	done     chan struct{}
+	res      shard.Result
+	panicked panicOnce
+}
+
+func (g *goResult) Wait() shard.Result {
+	<-g.done
+	g.panicked.repanic()
+	return g.res
 }
 
 // topicResults builds, with mk, one topic result per topic id of the request, in the order the ids
@@ -278,11 +376,13 @@ func (s *StateServer) stalled(ctx context.Context) {
 func (s *StateServer) WriteShareGroupState(ctx context.Context, req *pb.WriteShareGroupStateRequest) (*pb.WriteShareGroupStateResponse, error) {
 	start := time.Now()
 	defer func() { s.opts.Metrics.observeWrite(time.Since(start)) }()
-	parts, err := eachPartition(s, req.GetGroupId(), req.GetTopics(), func(it item, p *pb.WriteStatePartition) *pb.PartitionResult {
-		r := it.bad
-		if r.Code == kafkaerr.None {
-			r = s.write(ctx, it.key, p)
+	startKey := func(it item, p *pb.WriteStatePartition) pendingResult {
+		if it.bad.Code != kafkaerr.None {
+			return shard.Answered(it.bad)
 		}
+		return s.startWrite(ctx, it.key, p)
+	}
+	parts, err := startEachPartition(s, req.GetGroupId(), req.GetTopics(), startKey, func(it item, r shard.Result) *pb.PartitionResult {
 		s.opts.Metrics.countOp(opWrite, r.Code)
 		return partitionResult(it.key.Partition, r)
 	})
@@ -292,11 +392,12 @@ func (s *StateServer) WriteShareGroupState(ctx context.Context, req *pb.WriteSha
 	return &pb.WriteShareGroupStateResponse{Results: topicResults(req.GetTopics(), parts, topicResult)}, nil
 }
 
-// write converts one partition of a write request and hands it to the key's partition. Values
-// that do not fit Kafka's field widths are rejected here, since converting them would change them,
-// but only after the checks the partition makes before it would reach that batch, so that the
-// answer is the one the partition gives any other invalid write.
-func (s *StateServer) write(ctx context.Context, key shard.Key, p *pb.WriteStatePartition) shard.Result {
+// startWrite converts one partition of a write request and hands it to the key's partition,
+// queued there if the partition is a WriteStarter, else on a goroutine of its own. Values that do
+// not fit Kafka's field widths are rejected here, since converting them would change them, but
+// only after the checks the partition makes before it would reach that batch, so that the answer
+// is the one the partition gives any other invalid write.
+func (s *StateServer) startWrite(ctx context.Context, key shard.Key, p *pb.WriteStatePartition) pendingResult {
 	batches, bad := fromProtoBatches(p.GetStateBatches())
 	dcc := int32(-1)
 	if p.DeliveryCompleteCount != nil {
@@ -312,11 +413,21 @@ func (s *StateServer) write(ctx context.Context, key shard.Key, p *pb.WriteState
 	}
 	if bad != "" {
 		if res := shard.CheckWrite(&r); res.Code != kafkaerr.None {
-			return res
+			return shard.Answered(res)
 		}
-		return shard.Result{Code: kafkaerr.InvalidRequest, Message: bad}
+		return shard.Answered(shard.Result{Code: kafkaerr.InvalidRequest, Message: bad})
 	}
-	return s.route(key).Write(ctx, r)
+	part := s.route(key)
+	if w, ok := part.(WriteStarter); ok {
+		return w.StartWrite(ctx, r)
+	}
+	g := &goResult{done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		defer g.panicked.recover()
+		g.res = part.Write(ctx, r)
+	}()
+	return g
 }
 
 // DeleteShareGroupState implements the DeleteShareGroupState RPC.

@@ -457,10 +457,16 @@ func TestPanicBecomesInternalWithoutStack(t *testing.T) {
 		}
 		return out
 	}})
-	_, err := ts.state.WriteShareGroupState(ctxT(t), writeReq("g", topicA, 0, 0, 0, 0))
-	st := status.Convert(err)
-	if st.Code() != codes.Internal || strings.Contains(st.Message(), "boom") || strings.Contains(st.Message(), "goroutine") {
-		t.Fatalf("error = %v, want Internal without the panic value or stack", err)
+	// One key runs on the handler's goroutine; the keys of a larger request each on their own,
+	// whose panic the handler's goroutine takes over.
+	two := writeReq("g", topicA, 0, 0, 0, 0)
+	two.Topics[0].Partitions = append(two.Topics[0].Partitions, writeReq("g", topicA, 1, 0, 0, 0).Topics[0].Partitions...)
+	for _, req := range []*pb.WriteShareGroupStateRequest{writeReq("g", topicA, 0, 0, 0, 0), two} {
+		_, err := ts.state.WriteShareGroupState(ctxT(t), req)
+		st := status.Convert(err)
+		if st.Code() != codes.Internal || strings.Contains(st.Message(), "boom") || strings.Contains(st.Message(), "goroutine") {
+			t.Fatalf("%d keys: error = %v, want Internal without the panic value or stack", len(req.Topics[0].Partitions), err)
+		}
 	}
 	// The server keeps serving.
 	if _, err := ts.state.InitializeShareGroupState(ctxT(t), initReq("g", topicA, 0, 0, 0)); err != nil {

@@ -266,11 +266,42 @@ func (s *Shard) Read(ctx context.Context, r ReadRequest) ReadResult {
 
 // Write is WriteShareGroupState for one key (Kafka's writeState and generateShareStateRecord).
 func (s *Shard) Write(ctx context.Context, r WriteRequest) Result {
-	o := &op{kind: opWrite, write: r}
-	if res, ok := s.do(ctx, o); !ok {
+	return s.StartWrite(ctx, r).Wait()
+}
+
+// StartWrite queues the write of r and returns its answer to come: Write(ctx, r) is
+// StartWrite(ctx, r).Wait(). A caller with writes for many keys queues them all from one
+// goroutine, so that they share commits, before it waits for any; the write timeout counts from
+// StartWrite. It blocks only while the shard's queue is full.
+func (s *Shard) StartWrite(ctx context.Context, r WriteRequest) *Pending {
+	p := &Pending{s: s, o: &op{kind: opWrite, write: r}, began: time.Now()}
+	if res, ok := s.submit(ctx, p.o, p.began); !ok {
+		p.o, p.res = nil, res
+	}
+	return p
+}
+
+// Pending is the answer to come of a write StartWrite queued, or the answer it got at once.
+type Pending struct {
+	s     *Shard
+	o     *op // nil: answered at once, with res
+	began time.Time
+	res   Result
+}
+
+// Answered is the Pending of a write answered without a shard, with r.
+func Answered(r Result) *Pending { return &Pending{res: r} }
+
+// Wait returns the write's answer once the shard gave it, or a failure once its context ended or
+// the write timeout passed. It is called once.
+func (p *Pending) Wait() Result {
+	if p.o == nil {
+		return p.res
+	}
+	if res, ok := p.s.await(p.o, p.began); !ok {
 		return res
 	}
-	return o.res
+	return p.o.res
 }
 
 // Delete is DeleteShareGroupState for one key (Kafka's deleteState).
@@ -462,14 +493,22 @@ func (s *Shard) gate() (Result, bool) {
 // do submits o and waits for its answer. ok=false means o was not answered by the shard and r is
 // the failure to report.
 func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
+	began := time.Now()
+	if r, ok := s.submit(ctx, o, began); !ok {
+		return r, false
+	}
+	return s.await(o, began)
+}
+
+// submit queues o, waiting for room in the queue until the write timeout (counted from began)
+// passes. ok=false means o was not queued and r is the failure to report.
+func (s *Shard) submit(ctx context.Context, o *op, began time.Time) (Result, bool) {
 	if err := ctx.Err(); err != nil {
 		return notApplied(err.Error()), false
 	}
 	if r, ok := s.gate(); !ok {
 		return r, false
 	}
-	timer := time.NewTimer(s.opts.WriteTimeout)
-	defer timer.Stop()
 	o.ctx, o.done = ctx, make(chan struct{})
 
 	s.mu.Lock()
@@ -479,27 +518,44 @@ func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
 	}
 	s.submitters.Add(1)
 	s.mu.Unlock()
-	var refused Result // a COORDINATOR_NOT_AVAILABLE answer when o was not queued
+	defer s.submitters.Done()
+	select {
+	case s.ops <- o: // room in the queue: no timer needed (a closing shard refuses what it holds)
+		s.opQueued()
+		return Result{}, true
+	default:
+	}
+	timer := time.NewTimer(s.opts.WriteTimeout - time.Since(began))
+	defer timer.Stop()
 	select {
 	case s.ops <- o:
 		s.opQueued()
+		return Result{}, true
 	case <-s.stopAccept:
-		refused = s.closedResult()
+		return s.closedResult(), false
 	case <-ctx.Done():
-		refused = notApplied(ctx.Err().Error())
+		return notApplied(ctx.Err().Error()), false
 	case <-timer.C:
-		refused = notApplied(fmt.Sprintf("the shard did not accept it within the write timeout of %v", s.opts.WriteTimeout))
+		return notApplied(fmt.Sprintf("the shard did not accept it within the write timeout of %v", s.opts.WriteTimeout)), false
 	}
-	s.submitters.Done()
-	if refused.Code != kafkaerr.None {
-		return refused, false
-	}
+}
 
+// await waits for the answer of the queued o until its context ends or the write timeout
+// (counted from began) passes. ok=false means o was not answered by the shard and r is the
+// failure to report.
+func (s *Shard) await(o *op, began time.Time) (Result, bool) {
 	select {
 	case <-o.done:
 		return Result{}, true
-	case <-ctx.Done():
-		return s.abandon(o, ctx.Err().Error()), false
+	default:
+	}
+	timer := time.NewTimer(s.opts.WriteTimeout - time.Since(began))
+	defer timer.Stop()
+	select {
+	case <-o.done:
+		return Result{}, true
+	case <-o.ctx.Done():
+		return s.abandon(o, o.ctx.Err().Error()), false
 	case <-timer.C:
 		return s.abandon(o, fmt.Sprintf("the commit did not complete within the write timeout of %v", s.opts.WriteTimeout)), false
 	}

@@ -328,6 +328,52 @@ func TestShardGroupCommit(t *testing.T) {
 	}
 }
 
+// Writes started from one goroutine are queued before any is answered: with the first one's
+// commit held, the others queue behind it and share the next commit, and none is answered
+// before its append returned.
+func TestShardStartedWritesShareACommit(t *testing.T) {
+	ts := newTestShard(t, testOpts{Options: Options{AppendLingerMs: -1}}) // a commit takes what is queued
+	s := ts.active(nil)
+	ctx := context.Background()
+	const n = 8
+	for i := range n {
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1}))
+	}
+	base := s.Stats().Commits
+	held := make(chan struct{}, n)
+	release := ts.log().holdAppends(held)
+	first := s.StartWrite(ctx, WriteRequest{Key: key(0), StateEpoch: 1, StartOffset: 1})
+	<-held // the first write's commit is in flight
+	pending := []*Pending{first}
+	for i := 1; i < n; i++ {
+		pending = append(pending, s.StartWrite(ctx, WriteRequest{Key: key(i), StateEpoch: 1, StartOffset: 1}))
+	}
+	waitQueued(t, s, n-1)
+	answered := make(chan Result, 1)
+	go func() { answered <- first.Wait() }()
+	select {
+	case r := <-answered:
+		t.Fatalf("answered before its append returned: %+v", r)
+	case <-time.After(20 * time.Millisecond):
+	}
+	release()
+	if r := <-answered; r.Code != kafkaerr.None {
+		t.Fatalf("write 0: %+v", r)
+	}
+	for i, p := range pending[1:] {
+		mustOK(t, p.Wait())
+		if got := s.ReadSummary(ctx, SummaryRequest{Key: key(i + 1)}); got.StartOffset != 1 {
+			t.Fatalf("write %d not applied: %+v", i+1, got)
+		}
+	}
+	if got := s.Stats().Commits - base; got != 2 {
+		t.Fatalf("commits = %d, want 2 (the held one, then the seven queued behind it)", got)
+	}
+	if r := Answered(Result{Code: kafkaerr.InvalidRequest}).Wait(); r.Code != kafkaerr.InvalidRequest {
+		t.Fatalf("Answered(...).Wait() = %+v", r)
+	}
+}
+
 // Reads and summaries are answered only after earlier writes are durable.
 func TestShardReadWaitsForEarlierWrites(t *testing.T) {
 	ts := newTestShard(t, testOpts{})
