@@ -221,8 +221,12 @@ func (l *lane[Q, T, P, S, U, R]) send(ctx context.Context, ws []*waiter[P, R]) {
 	// A call sent alone runs its request itself: none of the calls it answers is another
 	// goroutine that could join the next one.
 	began := time.Now()
-	defer func() { l.next(!ws[0].alone, time.Since(began)) }()
+	var took time.Duration // the round trip of a request answered; zero for one that failed
+	defer func() { l.next(!ws[0].alone, took) }()
 	err := l.request(ctx, ws)
+	if err == nil {
+		took = time.Since(began)
+	}
 	if err != nil && len(ws) > 1 && refusedForSize(err) {
 		// A server with a lower max.partitions.per.request (or message limit) than the lane
 		// assumed: send each call alone, as it would have gone uncoalesced, and stay below
@@ -296,8 +300,8 @@ func (l *lane[Q, T, P, S, U, R]) request(ctx context.Context, ws []*waiter[P, R]
 // before it takes the next request's waiters.
 const regatherYields = 8
 
-// next hands the place of the request that finished after took to the calls that waited for
-// one, or frees it. The calls a coalesced request answered are runnable, and a caller that calls
+// next hands the place of the request that finished (answered after took, or failed: zero) to
+// the calls that waited for one, or frees it. The calls a coalesced request answered are runnable, and a caller that calls
 // again at once would find the place taken and wait for the whole next request: so next first
 // yields the processor (if regather), and again as long as waiters keep joining (at most
 // regatherYields times), and the next request carries them too. With nothing else runnable a
@@ -329,14 +333,18 @@ func (l *lane[Q, T, P, S, U, R]) next(regather bool, took time.Duration) {
 	}()
 }
 
-// observeLocked adds a request's round trip to the lane's smoothed one (weight 1/8, as TCP's
-// SRTT). l.mu must be held.
+// observeLocked adds an answered request's round trip to the lane's smoothed one (weight 1/8, as
+// TCP's SRTT); a failed request (zero), which may have waited out a whole attempt timeout, does
+// not count. l.mu must be held.
 func (l *lane[Q, T, P, S, U, R]) observeLocked(took time.Duration) {
-	if l.rtt == 0 {
-		l.rtt = took
+	switch {
+	case took <= 0:
 		return
+	case l.rtt == 0:
+		l.rtt = took
+	default:
+		l.rtt += (took - l.rtt) / 8
 	}
-	l.rtt += (took - l.rtt) / 8
 }
 
 // regather calls yield until a call brought no new waiter, at most regatherYields times.

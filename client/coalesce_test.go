@@ -473,3 +473,29 @@ func TestStalledRequestLetsTheWaitingCallsGo(t *testing.T) {
 		t.Errorf("requests %v, want one per call", got)
 	}
 }
+
+// The lane's round trip is smoothed over answered requests; a failed one, which may have waited
+// out a whole attempt timeout, does not raise the point at which the lane calls a request
+// stalled.
+func TestLaneRoundTrip(t *testing.T) {
+	fc := newFakeCluster(t, 1, 4)
+	c := newClient(t, fc, nil)
+	l := laneOf(c, &writeRPC, laneKey{addr: fc.addrs()[0], method: "WriteShareGroupState", group: group})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if got := l.stallAfter(); got != minStall {
+		t.Errorf("stall after %v with no round trip measured, want %v", got, minStall)
+	}
+	l.observeLocked(8 * time.Millisecond)
+	l.observeLocked(0) // failed
+	if l.rtt != 8*time.Millisecond {
+		t.Errorf("round trip %v after one answer of 8ms and a failure, want 8ms", l.rtt)
+	}
+	l.observeLocked(16 * time.Millisecond)
+	if l.rtt != 9*time.Millisecond {
+		t.Errorf("round trip %v after 8ms then 16ms, want 9ms (weight 1/8)", l.rtt)
+	}
+	if got := l.stallAfter(); got != stallFactor*9*time.Millisecond {
+		t.Errorf("stall after %v, want %v", got, stallFactor*9*time.Millisecond)
+	}
+}
