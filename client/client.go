@@ -73,7 +73,8 @@ type Options struct {
 	CacheSize int
 	// InFlightPerNode bounds the ReadShareGroupState and the WriteShareGroupState requests of one
 	// group the client keeps outstanding to one node, each method on its own. A call whose
-	// request finds one outstanding waits; when it returns, every request that waited meanwhile
+	// request finds one outstanding waits (unless all that are out stalled, see below, and
+	// nothing waits: then it goes at once); when it returns, every request that waited meanwhile
 	// goes out as one, each call getting exactly its own partitions' answers, as if it had been
 	// sent alone. Only while the newest outstanding request has been out for twice the usual
 	// round trip of its node, method and group (and at least a millisecond) does what waits go

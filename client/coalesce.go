@@ -183,6 +183,7 @@ func (l *lane[Q, T, P, S, U, R]) stalled() {
 	ws := l.take()
 	l.inFlight++
 	l.sentAt = now
+	l.armLocked(now) // for the calls that did not fit in ws
 	l.mu.Unlock()
 	ctx, cancel := coalescedContext(ws)
 	defer cancel()
@@ -300,12 +301,12 @@ func (l *lane[Q, T, P, S, U, R]) request(ctx context.Context, ws []*waiter[P, R]
 // before it takes the next request's waiters.
 const regatherYields = 8
 
-// next hands the place of the request that finished (answered after took, or failed: zero) to
-// the calls that waited for one, or frees it. The calls a coalesced request answered are runnable, and a caller that calls
-// again at once would find the place taken and wait for the whole next request: so next first
-// yields the processor (if regather), and again as long as waiters keep joining (at most
-// regatherYields times), and the next request carries them too. With nothing else runnable a
-// yield returns at once.
+// next hands the place of the request that finished (answered after took, or failed: zero) to the
+// calls that waited for one, or frees it. The calls a coalesced request answered are runnable, and
+// a caller that calls again at once would find the place taken and wait for the whole next
+// request: so next first yields the processor (if regather), and again as long as waiters keep
+// joining (at most regatherYields times), and the next request carries them too. With nothing else
+// runnable a yield returns at once.
 func (l *lane[Q, T, P, S, U, R]) next(regather bool, took time.Duration) {
 	if regather {
 		l.regather(runtime.Gosched)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,16 +172,25 @@ func eachPartition[T stateTopic[P], P statePartition, R any](s *StateServer, gro
 // goroutine, where the server's recovery turns it into an INTERNAL status instead of a crash.
 type panicOnce struct {
 	mu  sync.Mutex
-	val any
-	set bool
+	val *carriedPanic
+}
+
+// carriedPanic is a panic raised again on another goroutine, with the stack where it happened.
+type carriedPanic struct {
+	val   any
+	stack []byte
+}
+
+func (c *carriedPanic) String() string {
+	return fmt.Sprintf("%v (raised on a goroutine of one partition of the request, at:\n%s)", c.val, c.stack)
 }
 
 // recover, deferred on a started goroutine, keeps its panic.
 func (p *panicOnce) recover() {
 	if v := recover(); v != nil {
 		p.mu.Lock()
-		if !p.set {
-			p.val, p.set = v, true
+		if p.val == nil {
+			p.val = &carriedPanic{val: v, stack: debug.Stack()}
 		}
 		p.mu.Unlock()
 	}
@@ -190,7 +200,7 @@ func (p *panicOnce) recover() {
 func (p *panicOnce) repanic() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.set {
+	if p.val != nil {
 		panic(p.val)
 	}
 }

@@ -270,23 +270,34 @@ func (s *Shard) Write(ctx context.Context, r WriteRequest) Result {
 }
 
 // StartWrite queues the write of r and returns its answer to come: Write(ctx, r) is
-// StartWrite(ctx, r).Wait(). A caller with writes for many keys queues them all from one
-// goroutine, so that they share commits, before it waits for any; the write timeout counts from
-// StartWrite. It blocks only while the shard's queue is full.
+// StartWrite(ctx, r).Wait(). It does not wait: a write that finds the shard's queue full is
+// queued by a goroutine of its own. A caller with writes for many keys therefore queues them all
+// from one goroutine, where they share commits, before it waits for any; the write timeout
+// counts from StartWrite.
 func (s *Shard) StartWrite(ctx context.Context, r WriteRequest) *Pending {
 	p := &Pending{s: s, o: &op{kind: opWrite, write: r}, began: time.Now()}
-	if res, ok := s.submit(ctx, p.o, p.began); !ok {
+	switch res, st := s.submit(ctx, p.o, p.began, false); st {
+	case submitRefused:
 		p.o, p.res = nil, res
+	case submitFull:
+		p.queuing = make(chan struct{})
+		go func() {
+			defer close(p.queuing)
+			if res, st := s.submit(ctx, p.o, p.began, true); st != submitQueued {
+				p.o, p.res = nil, res
+			}
+		}()
 	}
 	return p
 }
 
 // Pending is the answer to come of a write StartWrite queued, or the answer it got at once.
 type Pending struct {
-	s     *Shard
-	o     *op // nil: answered at once, with res
-	began time.Time
-	res   Result
+	s       *Shard
+	o       *op // nil: answered without the shard, with res
+	began   time.Time
+	res     Result
+	queuing chan struct{} // closed once a goroutine queued o (or set res): the queue was full
 }
 
 // Answered is the Pending of a write answered without a shard, with r.
@@ -295,6 +306,9 @@ func Answered(r Result) *Pending { return &Pending{res: r} }
 // Wait returns the write's answer once the shard gave it, or a failure once its context ended or
 // the write timeout passed. It is called once.
 func (p *Pending) Wait() Result {
+	if p.queuing != nil {
+		<-p.queuing
+	}
 	if p.o == nil {
 		return p.res
 	}
@@ -494,49 +508,61 @@ func (s *Shard) gate() (Result, bool) {
 // the failure to report.
 func (s *Shard) do(ctx context.Context, o *op) (Result, bool) {
 	began := time.Now()
-	if r, ok := s.submit(ctx, o, began); !ok {
+	if r, st := s.submit(ctx, o, began, true); st != submitQueued {
 		return r, false
 	}
 	return s.await(o, began)
 }
 
-// submit queues o, waiting for room in the queue until the write timeout (counted from began)
-// passes. ok=false means o was not queued and r is the failure to report.
-func (s *Shard) submit(ctx context.Context, o *op, began time.Time) (Result, bool) {
+// submitted is what submit did with an operation.
+type submitted int
+
+const (
+	submitQueued  submitted = iota
+	submitRefused           // not queued: the Result says why
+	submitFull              // not queued: the queue was full and submit was not to wait
+)
+
+// submit queues o; when the queue is full it waits for room until the write timeout (counted
+// from began) passes, if block, and otherwise returns full.
+func (s *Shard) submit(ctx context.Context, o *op, began time.Time, block bool) (Result, submitted) {
 	if err := ctx.Err(); err != nil {
-		return notApplied(err.Error()), false
+		return notApplied(err.Error()), submitRefused
 	}
 	if r, ok := s.gate(); !ok {
-		return r, false
+		return r, submitRefused
 	}
 	o.ctx, o.done = ctx, make(chan struct{})
 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return s.closedResult(), false
+		return s.closedResult(), submitRefused
 	}
 	s.submitters.Add(1)
 	s.mu.Unlock()
 	defer s.submitters.Done()
 	select {
-	case s.ops <- o: // room in the queue: no timer needed (a closing shard refuses what it holds)
+	case s.ops <- o: // room in the queue: no timer needed (Close lets the shard answer what it holds)
 		s.opQueued()
-		return Result{}, true
+		return Result{}, submitQueued
 	default:
+		if !block {
+			return Result{}, submitFull
+		}
 	}
 	timer := time.NewTimer(s.opts.WriteTimeout - time.Since(began))
 	defer timer.Stop()
 	select {
 	case s.ops <- o:
 		s.opQueued()
-		return Result{}, true
+		return Result{}, submitQueued
 	case <-s.stopAccept:
-		return s.closedResult(), false
+		return s.closedResult(), submitRefused
 	case <-ctx.Done():
-		return notApplied(ctx.Err().Error()), false
+		return notApplied(ctx.Err().Error()), submitRefused
 	case <-timer.C:
-		return notApplied(fmt.Sprintf("the shard did not accept it within the write timeout of %v", s.opts.WriteTimeout)), false
+		return notApplied(fmt.Sprintf("the shard did not accept it within the write timeout of %v", s.opts.WriteTimeout)), submitRefused
 	}
 }
 

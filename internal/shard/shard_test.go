@@ -374,6 +374,41 @@ func TestShardStartedWritesShareACommit(t *testing.T) {
 	}
 }
 
+// StartWrite does not wait for room in a full queue: the write is queued by a goroutine of its
+// own, so the caller goes on to its other keys, and is answered once it was committed.
+func TestShardStartWriteDoesNotWaitForAFullQueue(t *testing.T) {
+	ts := newTestShard(t, testOpts{Options: Options{QueueSize: 1, AppendLingerMs: -1}})
+	s := ts.active(nil)
+	ctx := context.Background()
+	for i := range 3 {
+		mustOK(t, s.Initialize(ctx, InitializeRequest{Key: key(i), StateEpoch: 1}))
+	}
+	held := make(chan struct{}, 3)
+	release := ts.log().holdAppends(held)
+	first := s.StartWrite(ctx, WriteRequest{Key: key(0), StateEpoch: 1, StartOffset: 1})
+	<-held // the shard is in the first commit
+	second := s.StartWrite(ctx, WriteRequest{Key: key(1), StateEpoch: 1, StartOffset: 1})
+	waitQueued(t, s, 1) // the queue of one is full
+	started := make(chan *Pending, 1)
+	go func() { started <- s.StartWrite(ctx, WriteRequest{Key: key(2), StateEpoch: 1, StartOffset: 1}) }()
+	var third *Pending
+	select {
+	case third = <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("StartWrite waited for room in the full queue")
+	}
+	if third.queuing == nil {
+		t.Fatal("the third write was queued at once, into a full queue")
+	}
+	release()
+	for i, p := range []*Pending{first, second, third} {
+		mustOK(t, p.Wait())
+		if got := s.ReadSummary(ctx, SummaryRequest{Key: key(i)}); got.StartOffset != 1 {
+			t.Fatalf("write %d not applied: %+v", i, got)
+		}
+	}
+}
+
 // Reads and summaries are answered only after earlier writes are durable.
 func TestShardReadWaitsForEarlierWrites(t *testing.T) {
 	ts := newTestShard(t, testOpts{})
