@@ -524,7 +524,7 @@ const (
 )
 
 // submit queues o; when the queue is full it waits for room until the write timeout (counted
-// from began) passes, if block, and otherwise returns full.
+// from began) passes, if block, and otherwise returns submitFull at once.
 func (s *Shard) submit(ctx context.Context, o *op, began time.Time, block bool) (Result, submitted) {
 	if err := ctx.Err(); err != nil {
 		return notApplied(err.Error()), submitRefused
