@@ -3,12 +3,15 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
+
+	"github.com/coordinatord/coordinatord/internal/raftlog"
 )
 
 // dirBytes is the size of the files under dir.
@@ -32,11 +35,25 @@ func dirBytes(t *testing.T, dir string) int64 {
 	return n
 }
 
-// The log store reclaims the space of the entries a snapshot compacted away without a manual
-// compaction per snapshot (the Raft shards run with DisableAutoCompactions): writing far more
+// appendRetrying appends rec, again while the replica answers that it was not committed (the
+// engine refuses proposals while its in-memory log is full, until the entries ahead apply).
+func appendRetrying(t *testing.T, rep *raftlog.Replica, rec []byte) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err := rep.Append([][]byte{rec})
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, raftlog.ErrNotCommitted) || time.Now().After(deadline) {
+			t.Fatalf("append: %v", err)
+		}
+	}
+}
+
+// The log store gives back the space of the entries a snapshot compacted away: writing far more
 // than its write buffers hold through one partition, with a snapshot after every few write
-// buffers' worth, leaves the log store bounded by what its buffers and levels keep, not by what
-// was written.
+// buffers' worth, leaves it bounded by what its buffers and levels keep, not by what was
+// written (a replica's Raft log must not grow with the partition's history).
 func TestLogStoreSpaceIsReclaimedAfterSnapshots(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 192 MiB through a partition")
@@ -54,9 +71,7 @@ func TestLogStoreSpaceIsReclaimedAfterSnapshots(t *testing.T) {
 	raftDir := filepath.Join(c.dirs[node.NodeID()], "raft")
 	var peak int64
 	for i := range records {
-		if _, err := s.rep.Append([][]byte{rec}); err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
+		appendRetrying(t, s.rep, rec)
 		if (i+1)%perSnapshot != 0 {
 			continue
 		}

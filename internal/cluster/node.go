@@ -235,27 +235,19 @@ func logDBConfig() config.LogDBConfig {
 }
 
 // raftConfig is the Raft configuration of replica replicaID of shard shardID on this node.
-//
-// DisableAutoCompactions: a snapshot still deletes the entries it compacts away from the log
-// store (a range deletion), and the log store's own compactions reclaim their space as they
-// merge its files (TestLogStoreSpaceIsReclaimedAfterSnapshots). What it turns off is a manual
-// compaction of the shard's key range after every snapshot, which, with every Raft shard of a
-// node in one log store, rewrites files holding the others' entries too: a tenth of a node's
-// CPU on three nodes at 64 writes in flight (docs/benchmarks.md, section 13).
 func (n *Node) raftConfig(shardID, replicaID uint64) config.Config {
 	return config.Config{
-		ReplicaID:              replicaID,
-		IsNonVoting:            !n.voters.votes(shardID, replicaID),
-		ShardID:                shardID,
-		CheckQuorum:            true,
-		PreVote:                true,
-		ElectionRTT:            n.cfg.Timing.ElectionTicks,
-		HeartbeatRTT:           n.cfg.Timing.HeartbeatTicks,
-		SnapshotEntries:        snapshotEntries,
-		CompactionOverhead:     compactionOverhead,
-		MaxInMemLogSize:        maxInMemLogBytes,
-		OrderedConfigChange:    true,
-		DisableAutoCompactions: true,
+		ReplicaID:           replicaID,
+		IsNonVoting:         !n.voters.votes(shardID, replicaID),
+		ShardID:             shardID,
+		CheckQuorum:         true,
+		PreVote:             true,
+		ElectionRTT:         n.cfg.Timing.ElectionTicks,
+		HeartbeatRTT:        n.cfg.Timing.HeartbeatTicks,
+		SnapshotEntries:     snapshotEntries,
+		CompactionOverhead:  compactionOverhead,
+		MaxInMemLogSize:     maxInMemLogBytes,
+		OrderedConfigChange: true,
 	}
 }
 
