@@ -31,10 +31,16 @@
 // An fdatasync of data written over blocks a file already has needs no metadata change, and is
 // cheaper than one of an append. So Open writes the first segment's first PreallocateBytes as
 // zeros (unless a file is kept for reuse), and a checkpoint keeps the newest segment it no longer
-// needs as the prepared file, which the next new segment is renamed from. A segment that is left
-// is truncated to its records first, and each record's checksum covers its segment's id, so that
-// what a reused file held before is never read as a record: it ends the journal like a torn
-// record, which only the last segment may have.
+// needs as the prepared file, which the next new segment is renamed from. After each checkpoint
+// (and once after Open) the checkpoint goroutine makes the prepared file as large as the next
+// segment will need, writing and syncing zeros past what it holds: what the segment just closed
+// was written at per CheckpointInterval, and a quarter more (PreallocateBytes before any
+// checkpoint, at most a quarter more than CheckpointBytes). A round that reaches its segment's
+// extent (the blocks its file had) while a prepared file is ready asks for a checkpoint, which
+// moves to that file: rounds append only until the checkpoint goroutine has run. A segment that
+// is left is truncated to its records first, and each record's checksum covers its segment's id,
+// so that what a reused file held before is never read as a record: it ends the journal like a
+// torn record, which only the last segment may have.
 //
 // # Recovery
 //

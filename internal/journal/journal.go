@@ -27,9 +27,10 @@ const (
 	// DefaultCheckpointBytes starts a checkpoint early once the journal holds this much.
 	DefaultCheckpointBytes = 64 << 20
 	// DefaultPreallocateBytes is how much of the first segment Open writes as zeros before the
-	// journal is used, when it has no segment file to reuse: an fdatasync of data written over
-	// blocks the file already has needs no metadata change, and took 119–148 µs at p50 on the
-	// benchmark machine where an append took 209–214 µs (docs/benchmarks.md, section 9).
+	// journal is used, when it has no segment file to reuse, and the least the prepared file is
+	// made: an fdatasync of data written over blocks the file already has needs no metadata
+	// change, and took 119–148 µs at p50 on the benchmark machine where an append took
+	// 209–214 µs (docs/benchmarks.md, section 9).
 	DefaultPreallocateBytes = 8 << 20
 )
 
@@ -39,7 +40,7 @@ type Options struct {
 	Metrics            *statelog.Metrics // records each round's sync; nil: nothing recorded
 	CheckpointInterval time.Duration
 	CheckpointBytes    int64
-	PreallocateBytes   int64 // negative: none
+	PreallocateBytes   int64 // negative: none, and no file is prepared (see Journal.prepare)
 }
 
 func (o Options) resolve() Options {
@@ -79,8 +80,16 @@ type Journal struct {
 	file    vfs.File // the segment being written
 	segment uint64   // its id
 	size    int64    // its size
-	pending []byte   // records of the next round
-	spare   []byte
+	// extent is how much of the segment's file held written blocks when it became the segment:
+	// rounds below it write over them, rounds past it append.
+	extent int64
+	opened time.Time // when the segment became the one written
+	// prepared is the size of the prepared file made ready for the next segment, 0 while there
+	// is none: a round that reaches the segment's extent then asks for a checkpoint, which
+	// moves to that file instead of appending.
+	prepared int64
+	pending  []byte // records of the next round
+	spare    []byte
 	// pendingEnds are the logs' ends the records of the next round reach, in order; journaled
 	// is how far each log's frames in the journal reach, once their round is durable.
 	pendingEnds []logEnd
@@ -97,6 +106,9 @@ type Journal struct {
 	// checkpoints keep those segments (see Recover).
 	held map[int]uint64
 
+	// rotation serializes the checkpoints and the preparation of the next segment's file: both
+	// rename or write the prepared file.
+	rotation      sync.Mutex
 	checkpointNow chan struct{}
 	stop          chan struct{}
 	done          chan struct{}
@@ -146,9 +158,10 @@ func Open(logger *zap.Logger, dir string, opts Options) (*Journal, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("journal: %s holds segment %d already: recover it first", dir, cp.Segment)
 	}
-	if j.file, j.size, err = openSegment(opts.FS, dir, cp.Segment, opts.PreallocateBytes); err != nil {
+	if j.file, j.extent, err = openSegment(opts.FS, dir, cp.Segment, opts.PreallocateBytes); err != nil {
 		return nil, err
 	}
+	j.size, j.opened = segmentHeaderSize, time.Now()
 	for id, end := range cp.Ends {
 		l := j.Log(id)
 		l.checkpointed.Store(end)
@@ -310,7 +323,7 @@ func (j *Journal) runRoundLocked() {
 		j.spare = buf[:0]
 	}
 	j.spareEnds = ends[:0]
-	if j.written >= j.opts.CheckpointBytes {
+	if j.written >= j.opts.CheckpointBytes || (j.prepared > 0 && j.size >= j.extent) {
 		select {
 		case j.checkpointNow <- struct{}{}:
 		default:
@@ -334,10 +347,13 @@ func (j *Journal) fail(err error) {
 	}
 }
 
+// checkpointLoop runs the checkpoints, each followed by the preparation of the file the next
+// segment will be (the first before any checkpoint).
 func (j *Journal) checkpointLoop() {
 	defer close(j.done)
 	tick := time.NewTicker(j.opts.CheckpointInterval)
 	defer tick.Stop()
+	j.prepare(j.opts.preparedSize(0, 0))
 	for {
 		select {
 		case <-j.stop:
@@ -345,14 +361,83 @@ func (j *Journal) checkpointLoop() {
 		case <-tick.C:
 		case <-j.checkpointNow:
 		}
-		if err := j.checkpoint(); err != nil {
+		closed, err := j.checkpoint()
+		if err != nil {
 			j.mu.Lock()
 			j.fail(err)
 			j.cond.Broadcast()
 			j.mu.Unlock()
 			return
 		}
+		if closed.bytes > 0 {
+			j.prepare(j.opts.preparedSize(closed.bytes, closed.took))
+		}
 	}
+}
+
+// closedSegment is what a checkpoint says of the segment it closed: the bytes of records it
+// holds and how long it was the one written (none when the checkpoint did not rotate).
+type closedSegment struct {
+	bytes int64
+	took  time.Duration
+}
+
+// preparedSize is the size the prepared file is made, given the segment just closed (none yet:
+// bytes 0): what that segment took per CheckpointInterval, and a quarter more, so that the next
+// one, at the same rate, writes over blocks its file has until the interval's checkpoint. The
+// zeros this costs are a quarter of what the segments hold at a steady rate. At most a quarter
+// more than CheckpointBytes, a size that is checkpointed anyway; at least minPreparedBytes, and
+// PreallocateBytes before the first checkpoint says what the rate is.
+func (o Options) preparedSize(bytes int64, took time.Duration) int64 {
+	hi := o.CheckpointBytes + o.CheckpointBytes/4
+	want := o.PreallocateBytes
+	if bytes > 0 && took > 0 {
+		want = max(int64(float64(bytes)*(float64(o.CheckpointInterval)/float64(took))*1.25), minPreparedBytes)
+	}
+	return segmentHeaderSize + min(want, hi)
+}
+
+// minPreparedBytes is the least the prepared file is made once the journal's rate is known.
+const minPreparedBytes = 1 << 20
+
+// prepare makes the prepared file hold at least size bytes of written, durable blocks (zeros
+// past what it holds), creating it if there is none, so that the next segment's rounds write
+// over blocks instead of appending (see Options.PreallocateBytes). It runs on the checkpoint
+// loop, which alone renames the prepared file, while rounds go on. A failure only leaves the
+// journal appending: the file is removed and the next checkpoint prepares one again.
+func (j *Journal) prepare(size int64) {
+	if j.opts.PreallocateBytes < 0 {
+		return
+	}
+	j.rotation.Lock()
+	defer j.rotation.Unlock()
+	path := filepath.Join(j.dir, preparedName)
+	f, err := j.opts.FS.OpenReadWrite(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = j.opts.FS.Create(path)
+	}
+	var have int64
+	if err == nil {
+		have, err = f.Size()
+		if err == nil && have < size {
+			err = zeroFill(f, have, size)
+			if err == nil {
+				err = f.Sync()
+			}
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		j.logger.Warn("preparing the journal's next segment file failed; the journal appends to its segments until a later checkpoint prepares one",
+			zap.Int64("bytes", size), zap.Error(err))
+		_ = j.opts.FS.Remove(path)
+		return
+	}
+	j.mu.Lock()
+	j.prepared = max(have, size)
+	j.mu.Unlock()
 }
 
 // checkpoint moves the journal to a new segment, makes every log durable on its own up to the
@@ -362,14 +447,16 @@ func (j *Journal) checkpointLoop() {
 // journal's own, taken between rounds, not the logs': a log counts an append in its end only
 // once the journal returned, so a frame journaled just before the new segment might be missing
 // from the log's end but not from the journal's.
-func (j *Journal) checkpoint() error {
+func (j *Journal) checkpoint() (closedSegment, error) {
+	j.rotation.Lock()
+	defer j.rotation.Unlock()
 	j.mu.Lock()
 	for j.running {
 		j.cond.Wait()
 	}
 	if j.failed != nil || (j.written == 0 && !j.closed) {
 		j.mu.Unlock()
-		return nil
+		return closedSegment{}, nil
 	}
 	j.running = true
 	old, oldID := j.file, j.segment
@@ -382,6 +469,7 @@ func (j *Journal) checkpoint() error {
 		logs[id] = l
 	}
 	oldSize := j.size
+	closed := closedSegment{bytes: oldSize - segmentHeaderSize, took: time.Since(j.opened)}
 	j.mu.Unlock()
 	next := oldID + 1
 	// The segment ends where its records do: a reused or preallocated file holds more, which
@@ -391,30 +479,31 @@ func (j *Journal) checkpoint() error {
 		err = old.Sync()
 	}
 	var f vfs.File
-	var size int64
+	var extent int64
 	if err == nil {
-		f, size, err = openSegment(j.opts.FS, j.dir, next, -1)
+		f, extent, err = openSegment(j.opts.FS, j.dir, next, -1)
 	}
 	j.mu.Lock()
 	if err == nil {
-		j.file, j.segment, j.size, j.written = f, next, size, 0
+		j.file, j.segment, j.size, j.extent, j.written = f, next, segmentHeaderSize, extent, 0
+		j.opened, j.prepared = time.Now(), 0 // the prepared file, if any, is the new segment
 	}
 	j.running = false
 	j.cond.Broadcast()
 	j.mu.Unlock()
 	if err != nil {
-		return err
+		return closedSegment{}, err
 	}
 	_ = old.Close()
 	cp := checkpointState{Version: checkpointVersion, Segment: next, Ends: map[int]int64{}, Held: j.held}
 	for id, l := range logs {
 		if l.tainted.Load() {
-			return fmt.Errorf("journal: state log %d failed, so it may lack appends only the journal holds durably: "+
+			return closedSegment{}, fmt.Errorf("journal: state log %d failed, so it may lack appends only the journal holds durably: "+
 				"the journal keeps them, and a restart appends them again", id)
 		}
 		if log := l.log.Load(); log != nil {
 			if err := log.Checkpoint(); err != nil {
-				return fmt.Errorf("journal: checkpoint state log %d (the journal keeps its appends; a restart appends them again): %w", id, err)
+				return closedSegment{}, fmt.Errorf("journal: checkpoint state log %d (the journal keeps its appends; a restart appends them again): %w", id, err)
 			}
 		}
 		if end, ok := ends[id]; ok {
@@ -430,12 +519,12 @@ func (j *Journal) checkpoint() error {
 		}
 	}
 	if err := writeCheckpoint(j.opts.FS, j.dir, cp); err != nil {
-		return err
+		return closedSegment{}, err
 	}
 	for id, end := range cp.Ends {
 		logs[id].checkpointed.Store(end)
 	}
-	return removeSegmentsBelow(j.opts.FS, j.dir, cp.first())
+	return closed, removeSegmentsBelow(j.opts.FS, j.dir, cp.first())
 }
 
 // Close checkpoints the journal once more (its logs closed first, so that the next start has
@@ -457,7 +546,7 @@ func (j *Journal) close() error {
 	j.mu.Unlock()
 	var err error
 	if failed == nil {
-		err = j.checkpoint()
+		_, err = j.checkpoint()
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -489,9 +578,10 @@ const (
 // has already make its fdatasync cheaper than appends do (see DefaultPreallocateBytes).
 const preparedName = "prepared"
 
-// openSegment makes segment id in dir, durable with its header, and returns it open with the size
-// its records start at: the prepared file renamed, if there is one, or a new file, with
-// preallocate bytes written as zeros (none if not positive).
+// openSegment makes segment id in dir, durable with its header, and returns it open with its
+// extent (how much of the file holds written blocks; its records start after the header): the
+// prepared file renamed, if there is one, or a new file, with preallocate bytes written as zeros
+// (none if not positive).
 func openSegment(fsys vfs.FS, dir string, id uint64, preallocate int64) (vfs.File, int64, error) {
 	path := filepath.Join(dir, segmentName(id))
 	var f vfs.File
@@ -520,11 +610,15 @@ func openSegment(fsys vfs.FS, dir string, id uint64, preallocate int64) (vfs.Fil
 	if err == nil {
 		err = fsys.SyncDir(dir)
 	}
+	var extent int64
+	if err == nil {
+		extent, err = f.Size()
+	}
 	if err != nil {
 		_ = f.Close()
 		return nil, 0, fmt.Errorf("journal: create %s: %w", path, err)
 	}
-	return f, segmentHeaderSize, nil
+	return f, extent, nil
 }
 
 // zeroFill writes zeros to f from from to size.

@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -243,14 +244,14 @@ func TestDamagedLogIsHeldUntilRepaired(t *testing.T) {
 	}
 	appendN(0, 0, 10)
 	appendN(1, 0, 10)
-	if err := nd.j.checkpoint(); err != nil {
+	if _, err := nd.j.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	appendN(0, 10, 10)
 	appendN(1, 10, 10)
 	// Both logs durable up to 20, and the segment now written is the first one's file reused:
 	// it holds more than its records.
-	if err := nd.j.checkpoint(); err != nil {
+	if _, err := nd.j.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	appendN(0, 20, 5) // in the journal only
@@ -385,7 +386,7 @@ func TestFailedLogKeepsTheJournalsCopy(t *testing.T) {
 		t.Fatal("no append succeeded before the log's sync failed")
 	}
 	failSyncs.Store(false) // as on Linux, a later sync reports nothing of the pages it lost
-	if err := j.checkpoint(); err == nil {
+	if _, err := j.checkpoint(); err == nil {
 		t.Fatal("a checkpoint of a failed log succeeded")
 	}
 	crashed := fsys.CrashClone(faultfs.CrashOptions{})
@@ -490,4 +491,137 @@ func queued(j *Journal) int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return len(j.pendingEnds)
+}
+
+// waitFor polls cond every millisecond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// segmentState returns the segment written, its extent and the size of the prepared file made
+// ready (0: none).
+func segmentState(j *Journal) (segment uint64, extent, prepared int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.segment, j.extent, j.prepared
+}
+
+// A prepared file is made in the background, and a round that reaches its segment's extent
+// moves the journal to it at once, long before the interval's checkpoint: the rounds write over
+// blocks the file has instead of appending. The next prepared file is sized by the rate the
+// closed segment was written at.
+func TestRoundsMoveToThePreparedFileAtTheirExtent(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	opts := Options{CheckpointInterval: time.Hour, CheckpointBytes: 1 << 20, PreallocateBytes: 4096}
+	nd := openNode(t, fsys, 2, opts)
+	j := nd.j
+	waitFor(t, "the first prepared file", func() bool { _, _, p := segmentState(j); return p > 0 })
+	first, extent, prepared := segmentState(j)
+	if extent != 4096 || prepared != 4096+segmentHeaderSize {
+		t.Fatalf("first segment's extent %d, prepared file %d bytes; want 4096 and %d", extent, prepared, 4096+segmentHeaderSize)
+	}
+	payload := make([]byte, 100)
+	var n int
+	for {
+		if _, err := nd.logs[n%2].Append([][]byte{payload}); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if s, _, _ := segmentState(j); s != first {
+			break
+		}
+		if n > 1000 {
+			t.Fatalf("still on segment %d after %d appends of 100 bytes, its extent %d bytes", first, n, extent)
+		}
+	}
+	segment, extent, _ := segmentState(j)
+	if segment != first+1 || extent != prepared {
+		t.Fatalf("after the extent: segment %d with extent %d, want segment %d, the prepared file of %d bytes", segment, extent, first+1, prepared)
+	}
+	// The checkpoint that moved keeps the closed segment as the next prepared file, made as large
+	// as an hour at its rate asks, within CheckpointBytes and a quarter.
+	waitFor(t, "the next prepared file", func() bool { _, _, p := segmentState(j); return p > 0 })
+	if _, _, p := segmentState(j); p != opts.CheckpointBytes*5/4+segmentHeaderSize {
+		t.Fatalf("the next prepared file holds %d bytes, want %d", p, opts.CheckpointBytes*5/4+segmentHeaderSize)
+	}
+	crashed := fsys.CrashClone(faultfs.CrashOptions{})
+	nd.close()
+	openNode(t, crashed, 2, Options{}).close()
+	for id := range 2 {
+		if _, recs := contents(t, crashed, id); len(recs) != (n+1-id)/2 {
+			t.Fatalf("log %d holds %d records after a power cut, want %d", id, len(recs), (n+1-id)/2)
+		}
+	}
+}
+
+// Without preallocation no file is prepared, and the rounds append until the interval's
+// checkpoint.
+func TestNoPreparedFileWithoutPreallocation(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	nd := openNode(t, fsys, 1, Options{CheckpointInterval: time.Hour, PreallocateBytes: -1})
+	defer nd.close()
+	first, _, _ := segmentState(nd.j)
+	for range 200 {
+		if _, err := nd.logs[0].Append([][]byte{make([]byte, 100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, extent, p := segmentState(nd.j); s != first || p != 0 || extent != segmentHeaderSize {
+		t.Fatalf("segment %d (extent %d, prepared %d) after 20 KB without preallocation, want segment %d, none prepared", s, extent, p, first)
+	}
+}
+
+// A prepared file that cannot be written is removed, and the journal goes on appending.
+func TestFailedPreparationLeavesTheJournalAppending(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	var refused atomic.Int64
+	inj := faultfs.Wrap(fsys, faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpWrite && filepath.Base(op.Path) == preparedName {
+			refused.Add(1)
+			return errors.New("injected ENOSPC")
+		}
+		return nil
+	}))
+	nd := openNode(t, inj, 1, Options{CheckpointInterval: time.Hour, PreallocateBytes: 4096})
+	defer nd.close()
+	waitFor(t, "the failed preparation's file to be removed", func() bool {
+		if refused.Load() == 0 {
+			return false
+		}
+		_, err := fsys.Open(filepath.Join(journalDir, preparedName))
+		return errors.Is(err, fs.ErrNotExist)
+	})
+	first, _, _ := segmentState(nd.j)
+	for i := range 100 {
+		if _, err := nd.logs[0].Append([][]byte{make([]byte, 100)}); err != nil {
+			t.Fatalf("append %d after the failed preparation: %v", i, err)
+		}
+	}
+	if s, _, p := segmentState(nd.j); s != first || p != 0 {
+		t.Fatalf("segment %d, prepared %d after a failed preparation; want segment %d, none prepared", s, p, first)
+	}
+}
+
+func TestPreparedSize(t *testing.T) {
+	o := Options{CheckpointInterval: 10 * time.Second, CheckpointBytes: 64 << 20, PreallocateBytes: 8 << 20}
+	for _, c := range []struct {
+		bytes int64
+		took  time.Duration
+		want  int64
+	}{
+		{0, 0, 8 << 20},                           // no rate yet: PreallocateBytes
+		{40 << 20, 10 * time.Second, 50 << 20},    // a steady interval: a quarter more
+		{8 << 20, 2 * time.Second, 50 << 20},      // filled early: the interval's worth at that rate
+		{100, 10 * time.Second, minPreparedBytes}, // slow: the floor
+		{64 << 20, time.Second, 80 << 20},         // faster than CheckpointBytes per interval: the cap
+	} {
+		if got := o.preparedSize(c.bytes, c.took); got != c.want+segmentHeaderSize {
+			t.Errorf("preparedSize(%d, %v) = %d, want %d", c.bytes, c.took, got, c.want+segmentHeaderSize)
+		}
+	}
 }
