@@ -386,13 +386,14 @@ type closedSegment struct {
 // bytes 0): what that segment took per CheckpointInterval, and a quarter more, so that the next
 // one, at the same rate, writes over blocks its file has until the interval's checkpoint. The
 // zeros this costs are a quarter of what the segments hold at a steady rate. At most a quarter
-// more than CheckpointBytes, a size that is checkpointed anyway; at least minPreparedBytes, and
-// PreallocateBytes before the first checkpoint says what the rate is.
+// more than CheckpointBytes, a size that is checkpointed anyway; at least minPreparedBytes (or
+// PreallocateBytes if smaller), and PreallocateBytes before the first checkpoint says what the
+// rate is.
 func (o Options) preparedSize(bytes int64, took time.Duration) int64 {
 	hi := o.CheckpointBytes + o.CheckpointBytes/4
 	want := o.PreallocateBytes
 	if bytes > 0 && took > 0 {
-		want = max(int64(float64(bytes)*(float64(o.CheckpointInterval)/float64(took))*1.25), minPreparedBytes)
+		want = max(int64(float64(bytes)*(float64(o.CheckpointInterval)/float64(took))*1.25), min(minPreparedBytes, o.PreallocateBytes))
 	}
 	return segmentHeaderSize + min(want, hi)
 }
