@@ -421,7 +421,7 @@ func (j *Journal) prepare(size int64) {
 	if err == nil {
 		have, err = f.Size()
 		if err == nil && have < size {
-			err = zeroFill(f, have, size)
+			err = zeroFillUnless(j.stop, f, have, size)
 			if err == nil {
 				err = f.Sync()
 			}
@@ -429,6 +429,9 @@ func (j *Journal) prepare(size int64) {
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+	}
+	if errors.Is(err, errStopped) {
+		return // Close does not wait for the zeros: the next start finds the file as far as it got
 	}
 	if err != nil {
 		j.logger.Warn("preparing the journal's next segment file failed; the journal appends to its segments until a later checkpoint prepares one",
@@ -623,9 +626,21 @@ func openSegment(fsys vfs.FS, dir string, id uint64, preallocate int64) (vfs.Fil
 }
 
 // zeroFill writes zeros to f from from to size.
-func zeroFill(f vfs.File, from, size int64) error {
+func zeroFill(f vfs.File, from, size int64) error { return zeroFillUnless(nil, f, from, size) }
+
+// errStopped ends a zeroFillUnless whose stop channel closed.
+var errStopped = errors.New("journal: stopped")
+
+// zeroFillUnless writes zeros to f from from to size, a MiB at a time, and returns errStopped
+// between two of them once stop is closed.
+func zeroFillUnless(stop <-chan struct{}, f vfs.File, from, size int64) error {
 	zeros := make([]byte, min(size-from, 1<<20))
 	for at := from; at < size; at += int64(len(zeros)) {
+		select {
+		case <-stop:
+			return errStopped
+		default:
+		}
 		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-at)], at); err != nil {
 			return err
 		}

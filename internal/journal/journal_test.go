@@ -630,3 +630,30 @@ func TestPreparedSize(t *testing.T) {
 		}
 	}
 }
+
+// Close does not wait for the prepared file's zeros: the preparation stops at the next MiB.
+func TestCloseStopsThePreparation(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	var writes atomic.Int64
+	entered, release := make(chan struct{}), make(chan struct{})
+	inj := faultfs.Wrap(fsys, faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpWrite && filepath.Base(op.Path) == preparedName && writes.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		return nil
+	}))
+	nd := openNode(t, inj, 1, Options{CheckpointInterval: time.Hour, PreallocateBytes: 8 << 20})
+	<-entered
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		nd.close()
+	}()
+	<-nd.j.stop // Close has asked the checkpoint loop to stop
+	close(release)
+	<-closed
+	if n := writes.Load(); n != 1 {
+		t.Fatalf("the preparation wrote %d MiB after Close, want it stopped after the one under way", n-1)
+	}
+}
