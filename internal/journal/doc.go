@@ -31,7 +31,8 @@
 // An fdatasync of data written over blocks a file already has needs no metadata change, and is
 // cheaper than one of an append. So Open writes the first segment's first PreallocateBytes as
 // zeros (unless a file is kept for reuse), and a checkpoint keeps the newest segment it no longer
-// needs as the prepared file, which the next new segment is renamed from. After each checkpoint
+// needs as the prepared file (unless the prepared file there is larger), which the next new
+// segment is renamed from. After each checkpoint
 // (and once after Open) the checkpoint goroutine makes the prepared file as large as the next
 // segment will need, writing and syncing zeros past what it holds: what the segment just closed
 // was written at per CheckpointInterval, and a quarter more (PreallocateBytes before any

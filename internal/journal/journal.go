@@ -649,24 +649,33 @@ func zeroFillUnless(stop <-chan struct{}, f vfs.File, from, size int64) error {
 }
 
 // removeSegmentsBelow deletes the segments of ids below id; the newest of them becomes the
-// prepared file, if there is none.
+// prepared file, if there is none or the newest is larger (more blocks to write over: the
+// segment a clean Close starts is the prepared file it renamed, where the prepared file it leaves
+// is the last segment cut to its records).
 func removeSegmentsBelow(fsys vfs.FS, dir string, id uint64) error {
 	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("journal: list %s: %w", dir, err)
 	}
 	var old []string
-	prepared := false
+	keepPrepared := false
 	for _, name := range names {
 		if sid, ok := segmentID(name); ok && sid < id {
 			old = append(old, name)
 		}
-		prepared = prepared || name == preparedName
+		keepPrepared = keepPrepared || name == preparedName
 	}
 	if len(old) == 0 {
 		return nil
 	}
-	if !prepared {
+	if keepPrepared {
+		larger, err := largerFile(fsys, filepath.Join(dir, old[len(old)-1]), filepath.Join(dir, preparedName))
+		if err != nil {
+			return fmt.Errorf("journal: compare %s with the prepared file: %w", old[len(old)-1], err)
+		}
+		keepPrepared = !larger
+	}
+	if !keepPrepared {
 		last := old[len(old)-1] // names sort by id
 		if err := fsys.Rename(filepath.Join(dir, last), filepath.Join(dir, preparedName)); err != nil {
 			return fmt.Errorf("journal: keep %s for reuse: %w", last, err)
@@ -679,4 +688,26 @@ func removeSegmentsBelow(fsys vfs.FS, dir string, id uint64) error {
 		}
 	}
 	return fsys.SyncDir(dir)
+}
+
+// largerFile reports whether the file a is larger than the file b.
+func largerFile(fsys vfs.FS, a, b string) (bool, error) {
+	sa, err := fileSize(fsys, a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := fileSize(fsys, b)
+	if err != nil {
+		return false, err
+	}
+	return sa > sb, nil
+}
+
+func fileSize(fsys vfs.FS, name string) (int64, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.Size()
 }

@@ -657,3 +657,21 @@ func TestCloseStopsThePreparation(t *testing.T) {
 		t.Fatalf("the preparation wrote %d MiB after Close, want it stopped after the one under way", n-1)
 	}
 }
+
+// After a clean Close the next start writes over the blocks of the file Close's checkpoint had
+// prepared, not over the small last segment cut to its records.
+func TestRestartKeepsTheLargerFileForReuse(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	opts := Options{CheckpointInterval: time.Hour, PreallocateBytes: 64 << 10}
+	nd := openNode(t, fsys, 1, opts)
+	waitFor(t, "the prepared file", func() bool { _, _, p := segmentState(nd.j); return p > 0 })
+	if _, err := nd.logs[0].Append([][]byte{[]byte("r")}); err != nil {
+		t.Fatal(err)
+	}
+	nd.close()
+	again := openNode(t, fsys, 1, opts)
+	defer again.close()
+	if _, extent, _ := segmentState(again.j); extent < 64<<10 {
+		t.Fatalf("the segment after a restart has an extent of %d bytes, want the %d of the file prepared before", extent, 64<<10)
+	}
+}
