@@ -692,22 +692,13 @@ func removeSegmentsBelow(fsys vfs.FS, dir string, id uint64) error {
 
 // largerFile reports whether the file a is larger than the file b.
 func largerFile(fsys vfs.FS, a, b string) (bool, error) {
-	sa, err := fileSize(fsys, a)
+	sa, err := vfs.FileSize(fsys, a)
 	if err != nil {
 		return false, err
 	}
-	sb, err := fileSize(fsys, b)
+	sb, err := vfs.FileSize(fsys, b)
 	if err != nil {
 		return false, err
 	}
 	return sa > sb, nil
-}
-
-func fileSize(fsys vfs.FS, name string) (int64, error) {
-	f, err := fsys.Open(name)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return f.Size()
 }

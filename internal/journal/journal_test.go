@@ -530,6 +530,8 @@ func TestRoundsMoveToThePreparedFileAtTheirExtent(t *testing.T) {
 	if extent != 4096 || prepared != 4096+segmentHeaderSize {
 		t.Fatalf("first segment's extent %d, prepared file %d bytes; want 4096 and %d", extent, prepared, 4096+segmentHeaderSize)
 	}
+	// Appends from one goroutine follow each other's rounds at once on this in-memory file
+	// system; a pause after each past the extent lets the checkpoint find the gap between two.
 	payload := make([]byte, 100)
 	var n int
 	for {
@@ -540,8 +542,11 @@ func TestRoundsMoveToThePreparedFileAtTheirExtent(t *testing.T) {
 		if s, _, _ := segmentState(j); s != first {
 			break
 		}
-		if n > 1000 {
+		if int64(n*len(payload)) > opts.CheckpointBytes/2 { // well before CheckpointBytes moves it
 			t.Fatalf("still on segment %d after %d appends of 100 bytes, its extent %d bytes", first, n, extent)
+		}
+		if n*100 > int(extent) {
+			time.Sleep(100 * time.Microsecond)
 		}
 	}
 	segment, extent, _ := segmentState(j)

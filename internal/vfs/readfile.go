@@ -29,6 +29,20 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 	return data, nil
 }
 
+// FileSize returns the size of the file name of fsys (open, size, close, as ReadFile does). For
+// a missing file the error satisfies errors.Is(err, fs.ErrNotExist).
+func FileSize(fsys FS, name string) (int64, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	size, err := f.Size()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return size, err
+}
+
 // readAll reads f from its start to the size it has now.
 func readAll(f File) ([]byte, error) {
 	size, err := f.Size()

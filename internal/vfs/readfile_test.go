@@ -13,7 +13,8 @@ import (
 	"github.com/coordinatord/coordinatord/internal/vfs/faultfs"
 )
 
-// ReadFile reads what os.ReadFile reads, on every implementation of the seam.
+// ReadFile reads what os.ReadFile reads, and FileSize says its length, on every implementation of
+// the seam.
 func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
 	crash := faultfs.NewCrashFS()
@@ -44,6 +45,14 @@ func TestReadFile(t *testing.T) {
 			}
 			if _, err := vfs.ReadFile(fsys, filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("ReadFile of a missing file: %v, want ErrNotExist", err)
+			}
+			for name, want := range map[string]int64{"full": 11, "empty": 0} {
+				if got, err := vfs.FileSize(fsys, filepath.Join(dir, name)); err != nil || got != want {
+					t.Errorf("FileSize(%s) = %d, %v; want %d", name, got, err, want)
+				}
+			}
+			if _, err := vfs.FileSize(fsys, filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("FileSize of a missing file: %v, want ErrNotExist", err)
 			}
 		})
 	}
