@@ -5,8 +5,9 @@
 //
 // # Rounds
 //
-// A log writes its frame to its segment (not synced), then to the journal (Log.Write), and
-// its append is acknowledged once a round made the journal record durable. One caller at a time
+// A log keeps its frame in its tail, which it writes out to its segment (not synced) later, 64 KiB
+// at a time, then writes it to the journal (Log.Write), and its append is acknowledged once a
+// round made the journal record durable. One caller at a time
 // runs a round: it writes everything queued since the last one with one write and one
 // fdatasync; callers that queue meanwhile wait for the next round, which one of them then runs.
 // Before it takes what is queued, that caller yields the processor, and again as long as frames
@@ -18,10 +19,10 @@
 // # Checkpoints
 //
 // Every CheckpointInterval (or CheckpointBytes of records) the journal starts a new segment,
-// has every log sync its active segment (statelog.Log.Checkpoint) and records, in the
-// checkpoint file, each log's end at that moment with the new segment's id, then deletes the
-// older segments: every frame they hold is below the recorded ends, because a log writes a
-// frame before it journals it. A log never moves its log-start offset past its last recorded
+// has every log write its tail out and sync its active segment (statelog.Log.Checkpoint) and
+// records, in the checkpoint file, each log's end at that moment with the new segment's id, then
+// deletes the older segments: every frame they hold is below the recorded ends, because a log
+// holds a frame in its tail or segment before it journals it. A log never moves its log-start offset past its last recorded
 // end (statelog.Journal.Checkpointed). A log that failed (a write, sync or cut of its own) cannot
 // vouch for its frames, whatever a later sync says: the checkpoint fails instead, which fails
 // the journal and keeps its copy for the restart to append again.

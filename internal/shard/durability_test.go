@@ -808,3 +808,54 @@ func TestShardSyncGroupFailureCutsLoadBackoff(t *testing.T) {
 		return st.State == Failed && errors.Is(st.Err, statelog.ErrSyncFailed)
 	})
 }
+
+// discardJournal is a statelog.Journal that takes every frame as durable and keeps none.
+type discardJournal struct{}
+
+func (discardJournal) Attach(*statelog.Log) error { return nil }
+func (discardJournal) Write([]byte) error         { return nil }
+func (discardJournal) Checkpointed() int64        { return 0 }
+
+// A journaled log that cannot write out the writes it acknowledged is not loaded again: the
+// reload would serve the log without them, which only the journal's recovery at the next start
+// appends again. The partition stays failed, saying the server must be restarted.
+func TestUnwrittenJournaledWritesAreNotReloaded(t *testing.T) {
+	ctx := context.Background()
+	var failing atomic.Bool
+	fsys := faultfs.Wrap(vfs.OS(), faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if failing.Load() && op.Kind == faultfs.OpWrite && filepath.Ext(op.Path) == ".seg" {
+			return syscall.EIO
+		}
+		return nil
+	}))
+	waits := make(chan time.Duration, 1)
+	s := openHooked(t, zaptest.NewLogger(t), testOpts{LogDir: t.TempDir(), Log: statelog.Options{FS: fsys, Journal: discardJournal{}},
+		Options: Options{RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}},
+		func(s *Shard) { s.waits = waits })
+	if err := s.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, s.Initialize(ctx, InitializeRequest{Key: testKey, StateEpoch: 1}))
+	failing.Store(true)
+	acked := 0
+	for {
+		r := s.Write(ctx, WriteRequest{Key: testKey, StateEpoch: 1, StartOffset: int64(acked + 1)})
+		if r.Code != kafkaerr.None {
+			if r.Code != kafkaerr.CoordinatorNotAvailable {
+				t.Fatalf("write whose log could not write out its tail: %+v", r)
+			}
+			break
+		}
+		if acked++; acked > 100_000 {
+			t.Fatal("writes went on with every segment write failing")
+		}
+	}
+	waitState(t, s, Failed)
+	if w := nextWait(t, waits); w >= 0 {
+		t.Fatalf("the failed partition is loaded again after %v", w)
+	}
+	if r := s.ReadSummary(ctx, SummaryRequest{Key: testKey}); r.Code != kafkaerr.CoordinatorNotAvailable ||
+		!strings.Contains(r.Message, "could not write out acknowledged writes (input/output error); the server must be restarted") {
+		t.Fatalf("summary of the failed partition: %+v", r)
+	}
+}

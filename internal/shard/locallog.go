@@ -23,6 +23,10 @@ type LocalLog struct {
 	// durableEnd, when not nil, is the end of a log whose append failed: the end after its last
 	// successful append. Opens truncate the log to it until one succeeds.
 	durableEnd *int64
+	// held is the failure of a journaled log that could not write out appends it acknowledged
+	// (statelog.ErrHeldInJournal): the log on disk lacks them until the journal's recovery at the
+	// next start appends them, so it is not opened again in this process.
+	held error
 }
 
 // NewLocalLog returns the opener of the statelog in dir. opts.TruncateAfter is the LocalLog's
@@ -40,6 +44,9 @@ func NewLocalLog(logger *zap.Logger, dir string, opts statelog.Options) *LocalLo
 // Open loads the log (statelog.Load), truncated to the durable end of a failed append if one
 // came before.
 func (ll *LocalLog) Open(fn func(offset int64, record []byte) error) (Log, error) {
+	if ll.held != nil {
+		return nil, classify(fmt.Errorf("load state log %s: %w", ll.dir, ll.held))
+	}
 	o := ll.opts
 	o.TruncateAfter = ll.durableEnd
 	l, err := statelog.Load(ll.logger, ll.dir, o, fn)
@@ -68,7 +75,7 @@ func (ll *LocalLog) Err() error { return classify(ll.opts.SyncGroup.Err()) }
 // page cache) is not found by whoever opens the log next.
 func (ll *LocalLog) Close() error {
 	end := ll.durableEnd
-	if end == nil {
+	if end == nil || ll.held != nil {
 		return nil
 	}
 	o := ll.opts
@@ -95,22 +102,31 @@ func (l *localLog) Append(records [][]byte) (int64, error) {
 	first, err := l.l.Append(records)
 	if err != nil {
 		l.ll.durableEnd = &end
-		return 0, classify(err)
+		return 0, l.classify(err)
 	}
 	return first, nil
 }
 
 func (l *localLog) SetStartOffset(off int64) (int64, error) {
 	if err := l.l.SetStartOffset(off); err != nil {
-		return l.l.StartOffset(), classify(err)
+		return l.l.StartOffset(), l.classify(err)
 	}
 	return l.l.StartOffset(), nil
+}
+
+// classify is classify(err), which also keeps the opener from opening the log again after a
+// failure to write out acknowledged appends.
+func (l *localLog) classify(err error) error {
+	if errors.Is(err, statelog.ErrHeldInJournal) && l.ll.held == nil {
+		l.ll.held = err
+	}
+	return classify(err)
 }
 
 func (l *localLog) StartOffset() int64 { return l.l.StartOffset() }
 func (l *localLog) EndOffset() int64   { return l.l.EndOffset() }
 func (l *localLog) Size() int64        { return l.l.Size() }
-func (l *localLog) Close() error       { return l.l.Close() }
+func (l *localLog) Close() error       { return l.classify(l.l.Close()) }
 
 // StatelogError wraps an error of package statelog (or one that wraps it) in the LogError that
 // says what a shard does about it, for a log built on a statelog; nil stays nil.
@@ -142,6 +158,13 @@ func classify(err error) error {
 			Client: "a file-system sync of the data directory failed" + cause + "; the server must be restarted",
 			Advice: "a file-system sync of the data directory failed; drop the page cache (or restart the machine), " +
 				"then restart the process to reload every state partition from disk"}
+	case errors.Is(err, statelog.ErrHeldInJournal):
+		// Reloading would serve the log without the acknowledged appends it could not write out;
+		// the journal holds them, and appends them again when the process starts.
+		return &LogError{Action: ActionRestart, Err: err,
+			Client: "its state log could not write out acknowledged writes" + cause + "; the server must be restarted",
+			Advice: "its log could not write out acknowledged writes, which the journal holds; fix the disk (or free space), " +
+				"then restart the process: its journal appends them to the log again"}
 	case errors.Is(err, statelog.ErrNotDurable):
 		// A retry would read the bytes whose sync failed from the page cache and trust them;
 		// only dropping that cache tells what is on disk.

@@ -23,7 +23,7 @@ func TestOpenSyncsWhatAKilledProcessLeftUnsynced(t *testing.T) {
 	// Process 1: the write of the next frame reaches the page cache, then kill -9 (no fdatasync).
 	segs := segmentFiles(t, mem, "/log")
 	p := path.Join("/log", segs[len(segs)-1])
-	buf := l.frame(fixedBatch(2, 2, 40), int(frameLen(fixedBatch(2, 2, 40))), l.EndOffset())
+	buf := encodedFrame(fixedBatch(2, 2, 40), l.EndOffset())
 	f, err := mem.OpenReadWrite(p)
 	if err != nil {
 		t.Fatal(err)

@@ -54,19 +54,18 @@ func (l *Log) Append(records [][]byte) (first int64, err error) {
 		active = &l.segments[len(l.segments)-1]
 	}
 
-	buf := l.frame(records, frameSize, first)
-	if _, err := l.active.WriteAt(buf, active.size); err != nil {
-		return 0, l.failAppend(fmt.Errorf("statelog: append to %s: %w", active.path, err), active)
-	}
 	took := -1.0 // a sync group or journal records its own syncs
-	switch g := l.opts.SyncGroup; {
-	case l.opts.DeferSync:
-		l.dirty = true
-	case l.opts.Journal != nil:
-		l.dirty = true // a roll syncs the segment it seals: Checkpoint syncs only the active one
-		if err := l.opts.Journal.Write(buf); err != nil {
-			return 0, l.failAppend(fmt.Errorf("statelog: journal the append to %s: %w", active.path, err), active)
+	if l.opts.Journal != nil {
+		if err := l.journal(records, frameSize, first, active); err != nil {
+			return 0, err
 		}
+	} else if err := l.write(records, frameSize, first, active); err != nil {
+		return 0, err
+	}
+	switch g := l.opts.SyncGroup; {
+	case l.opts.DeferSync, l.opts.Journal != nil:
+		// A roll syncs the segment it seals; Sync, Close and Checkpoint sync the active one.
+		l.dirty = true
 	case g != nil:
 		if err := g.Sync(); err != nil {
 			return 0, l.failAppend(fmt.Errorf("statelog: sync the file system of %s: %w", active.path, err), active)
@@ -106,8 +105,8 @@ func (l *Log) failAppend(err error, active *segment) error {
 	return err
 }
 
-// frame encodes records as one frame starting at offset base.
-func (l *Log) frame(records [][]byte, frameSize int, base int64) []byte {
+// write writes the frame of records, starting at offset first, at the end of active.
+func (l *Log) write(records [][]byte, frameSize int, first int64, active *segment) error {
 	var buf []byte
 	if frameSize <= cap(l.buf) {
 		buf = l.buf[:frameSize]
@@ -117,6 +116,16 @@ func (l *Log) frame(records [][]byte, frameSize int, base int64) []byte {
 			l.buf = buf
 		}
 	}
+	encodeFrame(buf, records, first)
+	if _, err := l.active.WriteAt(buf, active.size); err != nil {
+		return l.failAppend(fmt.Errorf("statelog: append to %s: %w", active.path, err), active)
+	}
+	return nil
+}
+
+// encodeFrame encodes records as one frame starting at offset base into buf, which has the
+// frame's size.
+func encodeFrame(buf []byte, records [][]byte, base int64) {
 	p := frameHeaderSize
 	for _, r := range records {
 		binary.LittleEndian.PutUint32(buf[p:], uint32(len(r)))
@@ -130,11 +139,11 @@ func (l *Log) frame(records [][]byte, frameSize int, base int64) []byte {
 		base:       base,
 		payloadCRC: crc(payload),
 	}.encode(buf)
-	return buf
 }
 
-// roll seals the active segment (already synced by the append that filled it, or synced here
-// for a log that defers its syncs) and starts a new one at the end offset.
+// roll seals the active segment (already synced by the append that filled it, or written out
+// and synced here for a log that defers its syncs or is journaled) and starts a new one at the
+// end offset.
 func (l *Log) roll() error {
 	if err := l.syncActive(); err != nil {
 		return err

@@ -126,7 +126,7 @@ func TestCleanEndGoesAtOpen(t *testing.T) {
 	mustAppend(t, l, fixedBatch(2, 2, 40))
 	// A power cut while the next append is written: only part of its frame reaches the disk.
 	seg := filepath.Join("/log", segmentFiles(t, mem, "/log")[0])
-	buf := l.frame(fixedBatch(3, 2, 40), int(frameLen(fixedBatch(3, 2, 40))), l.EndOffset())
+	buf := encodedFrame(fixedBatch(3, 2, 40), l.EndOffset())
 	f, err := mem.OpenReadWrite(seg)
 	if err != nil {
 		t.Fatal(err)

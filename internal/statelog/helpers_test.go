@@ -265,3 +265,10 @@ func kill(t testing.TB, l *Log) {
 		t.Fatal(err)
 	}
 }
+
+// encodedFrame is the frame Append writes for records starting at offset base.
+func encodedFrame(records [][]byte, base int64) []byte {
+	buf := make([]byte, frameLen(records))
+	encodeFrame(buf, records, base)
+	return buf
+}

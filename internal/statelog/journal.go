@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Journal is where a log's appends are made durable when Options.Journal is set: a journal that
@@ -27,11 +28,98 @@ type Journal interface {
 // wrong, so what it holds below its end may not be durable, however a later sync ends.
 var ErrCheckpointFailed = errors.New("statelog: the log failed, so its appends may not be durable in it")
 
-// Checkpoint makes every frame the log has written durable in the log itself. It is safe to call
-// while the owner appends (from the journal's goroutine): every frame written before the call is
-// in the active segment, which it syncs, or in one sealed (and synced) before. A closed log has
-// nothing to sync: Close synced it. A log that failed cannot vouch for its frames
-// (ErrCheckpointFailed): the kernel may have dropped pages a later sync reports nothing of.
+// ErrHeldInJournal is wrapped by the failure of a journaled log that could not write out
+// appends it had acknowledged (see Options.Journal): the journal holds them durably, and only
+// the journal's recovery, when the process starts, appends them to the log again. Reopening the
+// log in the same process would serve a state without them; the process must be restarted.
+var ErrHeldInJournal = errors.New("statelog: acknowledged appends that the journal holds could not be written to the log; " +
+	"the process must be restarted, and its journal appends them again")
+
+// tailBytes is how much of a journaled log's frames Append keeps before it writes them out to
+// the active segment in one write: the journal makes them durable, so each append need not be
+// a write call of its own.
+const tailBytes = 64 << 10
+
+// journal appends the frame of records, starting at offset first, to the log's tail, and writes
+// it to the journal, which makes it durable. The tail reaches the active segment in one write
+// once it holds tailBytes, or at a roll, Sync, Close, Replay, Snapshot or Checkpoint.
+func (l *Log) journal(records [][]byte, frameSize int, first int64, active *segment) error {
+	l.activeMu.Lock()
+	if len(l.tail) > 0 && len(l.tail)+frameSize > tailBytes {
+		if err := l.writeTailLocked(); err != nil {
+			l.activeMu.Unlock()
+			return l.fail(err)
+		}
+	}
+	if len(l.tail) == 0 {
+		l.tailAt = active.size
+	}
+	at := len(l.tail)
+	l.tail = slices.Grow(l.tail, frameSize)[:at+frameSize]
+	frame := l.tail[at:]
+	encodeFrame(frame, records, first)
+	l.activeMu.Unlock()
+	// Only the owner changes the tail's bytes: a Checkpoint may write the frame out meanwhile, but
+	// leaves it as it is.
+	if err := l.opts.Journal.Write(frame); err != nil {
+		return l.failJournaled(fmt.Errorf("statelog: journal the append to %s: %w", active.path, err), active)
+	}
+	return nil
+}
+
+// failJournaled fails the log with err, the failure of the journal's write of the frame at the
+// end of active: the frame leaves the tail (or, written out by a Checkpoint since, the segment,
+// cut by failAppend), and the acknowledged frames before it are written out, so that the log
+// holds them when it is reopened. If that write fails too, only a restart recovers them
+// (ErrHeldInJournal).
+func (l *Log) failJournaled(err error, active *segment) error {
+	l.activeMu.Lock()
+	if keep := active.size - l.tailAt; keep >= 0 && keep <= int64(len(l.tail)) {
+		l.tail = l.tail[:keep]
+	} else {
+		l.tail, l.tailAt = l.tail[:0], active.size
+	}
+	if werr := l.writeTailLocked(); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	l.activeMu.Unlock()
+	return l.failAppend(err, active)
+}
+
+// flushTail writes the tail out to the active segment, for the owner.
+func (l *Log) flushTail() error {
+	if l.opts.Journal == nil {
+		return nil
+	}
+	l.activeMu.Lock()
+	defer l.activeMu.Unlock()
+	return l.writeTailLocked()
+}
+
+// writeTailLocked writes the tail out to the active segment; activeMu is held. A failed write
+// leaves the tail as it was, and returns an error wrapping ErrHeldInJournal.
+func (l *Log) writeTailLocked() error {
+	if len(l.tail) == 0 {
+		return nil
+	}
+	if _, err := l.active.WriteAt(l.tail, l.tailAt); err != nil {
+		return fmt.Errorf("%w: write %d bytes at byte %d of the active segment of %s: %w", ErrHeldInJournal, len(l.tail), l.tailAt, l.dir, err)
+	}
+	l.tailAt += int64(len(l.tail))
+	l.tail = l.tail[:0]
+	if cap(l.tail) > maxRetainedBuf {
+		l.tail = nil
+	}
+	return nil
+}
+
+// Checkpoint makes every frame the log has acknowledged durable in the log itself. It is safe to
+// call while the owner appends (from the journal's goroutine): every frame acknowledged before
+// the call is in the log's tail, which it writes out to the active segment before it syncs that,
+// or in a segment sealed (and synced) before. A closed log has nothing to sync: Close synced it.
+// A log that failed cannot vouch for its frames (ErrCheckpointFailed): the kernel may have
+// dropped pages a later sync reports nothing of. A failure to write the tail out fails the log
+// (ErrHeldInJournal), whose owner sees it at its next call.
 func (l *Log) Checkpoint() error {
 	if l.hasFailed.Load() {
 		return fmt.Errorf("%w: %s", ErrCheckpointFailed, l.dir)
@@ -41,10 +129,25 @@ func (l *Log) Checkpoint() error {
 	if l.active == nil {
 		return nil
 	}
+	if err := l.writeTailLocked(); err != nil {
+		l.tailErr = err
+		l.hasFailed.Store(true)
+		return fmt.Errorf("statelog: checkpoint %s: %w", l.dir, err)
+	}
 	if err := l.active.Sync(); err != nil {
 		return fmt.Errorf("statelog: checkpoint %s: %w", l.dir, err)
 	}
 	return nil
+}
+
+// checkpointFailure is the failure of a Checkpoint to write the tail out, or nil.
+func (l *Log) checkpointFailure() error {
+	if !l.hasFailed.Load() {
+		return nil
+	}
+	l.activeMu.Lock()
+	defer l.activeMu.Unlock()
+	return l.tailErr
 }
 
 // FrameEnd returns the end offset of the records of a frame as Append writes it (the offset

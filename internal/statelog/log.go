@@ -35,8 +35,15 @@ type Log struct {
 	buf      []byte // frame assembly buffer, reused across appends
 	failed   error  // first write-side failure; sticky
 	closed   bool
-	dirty    bool // DeferSync: the active segment holds appends not yet synced
+	dirty    bool // DeferSync, Journal: the active segment holds appends not yet synced
 	notable  bool // recovery repaired or removed something, or left an unknown file alone
+
+	// tail holds the frames of a journaled log not yet written to the active segment, where
+	// they start at byte tailAt; tailErr is a Checkpoint's failure to write them. activeMu
+	// guards the three: Checkpoint writes the tail out from the journal's goroutine.
+	tail    []byte
+	tailAt  int64
+	tailErr error
 
 	start atomic.Int64
 	end   atomic.Int64
@@ -108,6 +115,9 @@ func (l *Log) usable() error {
 	}
 	if l.failed == nil {
 		if err := l.opts.SyncGroup.Err(); err != nil {
+			return l.fail(err)
+		}
+		if err := l.checkpointFailure(); err != nil {
 			return l.fail(err)
 		}
 	}

@@ -68,7 +68,10 @@ type Options struct {
 	// Journal, when set, makes Append durable by writing its frame to a journal the node's logs
 	// share (one write and one fdatasync per round for all of them) instead of by syncing the
 	// segment; the journal syncs the log itself now and then (Checkpoint) and, after a crash,
-	// appends again what the log lost. It excludes SyncGroup and DeferSync.
+	// appends again what the log lost. The log then keeps its frames in a tail, written out to
+	// the segment in one write per 64 KiB of them, at a roll, Sync, Close, Replay or Snapshot,
+	// and by Checkpoint: a write per append is not needed for frames the journal holds. It
+	// excludes SyncGroup and DeferSync.
 	Journal Journal
 	// OwnerFiles names files in the log's directory that belong to the log's owner (such as a
 	// replica's record of what it applied): Open leaves them alone without reporting them.

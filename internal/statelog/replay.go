@@ -23,6 +23,9 @@ func (l *Log) Replay(from int64, fn func(offset int64, record []byte) error) err
 	if from < start || from > end {
 		return fmt.Errorf("%w: replay from %d, log holds [%d, %d)", ErrOutOfRange, from, start, end)
 	}
+	if err := l.flushTail(); err != nil {
+		return l.fail(err)
+	}
 	err := replaySegments(l.fs, l.segments, from, end, make([]byte, l.opts.ReadBufferBytes), l.opts.MaxRecordBytes, fn)
 	var cb callbackError
 	if errors.As(err, &cb) {

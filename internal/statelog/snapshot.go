@@ -29,6 +29,9 @@ func (l *Log) Snapshot() (*Snapshot, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
+	if err := l.flushTail(); err != nil {
+		return nil, l.fail(err)
+	}
 	l.remover.pin()
 	return &Snapshot{
 		fs: l.fs, segs: slices.Clone(l.segments), start: l.start.Load(), end: l.end.Load(),

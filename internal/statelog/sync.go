@@ -16,8 +16,12 @@ func (l *Log) Sync() error {
 	return nil
 }
 
-// syncActive syncs the active segment if it holds appends not yet synced (DeferSync).
+// syncActive syncs the active segment if it holds appends not yet synced (DeferSync, Journal),
+// once a journaled log's tail is written out to it.
 func (l *Log) syncActive() error {
+	if err := l.flushTail(); err != nil {
+		return err
+	}
 	if !l.dirty {
 		return nil
 	}
