@@ -44,10 +44,10 @@ const tailBytes = 64 << 10
 // it to the journal, which makes it durable. The tail reaches the active segment in one write
 // once it holds tailBytes, or at a roll, Sync, Close, Replay, Snapshot or Checkpoint.
 func (l *Log) journal(records [][]byte, frameSize int, first int64, active *segment) error {
-	l.activeMu.Lock()
+	l.tailMu.Lock()
 	if len(l.tail) > 0 && len(l.tail)+frameSize > tailBytes {
 		if err := l.writeTailLocked(); err != nil {
-			l.activeMu.Unlock()
+			l.tailMu.Unlock()
 			return l.fail(err)
 		}
 	}
@@ -58,7 +58,7 @@ func (l *Log) journal(records [][]byte, frameSize int, first int64, active *segm
 	l.tail = slices.Grow(l.tail, frameSize)[:at+frameSize]
 	frame := l.tail[at:]
 	encodeFrame(frame, records, first)
-	l.activeMu.Unlock()
+	l.tailMu.Unlock()
 	// Only the owner changes the tail's bytes: a Checkpoint may write the frame out meanwhile, but
 	// leaves it as it is.
 	if err := l.opts.Journal.Write(frame); err != nil {
@@ -73,7 +73,7 @@ func (l *Log) journal(records [][]byte, frameSize int, first int64, active *segm
 // holds them when it is reopened. If that write fails too, only a restart recovers them
 // (ErrHeldInJournal).
 func (l *Log) failJournaled(err error, active *segment) error {
-	l.activeMu.Lock()
+	l.tailMu.Lock()
 	if keep := active.size - l.tailAt; keep >= 0 && keep <= int64(len(l.tail)) {
 		l.tail = l.tail[:keep]
 	} else {
@@ -82,7 +82,7 @@ func (l *Log) failJournaled(err error, active *segment) error {
 	if werr := l.writeTailLocked(); werr != nil {
 		err = errors.Join(err, werr)
 	}
-	l.activeMu.Unlock()
+	l.tailMu.Unlock()
 	return l.failAppend(err, active)
 }
 
@@ -91,12 +91,12 @@ func (l *Log) flushTail() error {
 	if l.opts.Journal == nil {
 		return nil
 	}
-	l.activeMu.Lock()
-	defer l.activeMu.Unlock()
+	l.tailMu.Lock()
+	defer l.tailMu.Unlock()
 	return l.writeTailLocked()
 }
 
-// writeTailLocked writes the tail out to the active segment; activeMu is held. A failed write
+// writeTailLocked writes the tail out to the active segment; tailMu is held. A failed write
 // leaves the tail as it was, and returns an error wrapping ErrHeldInJournal.
 func (l *Log) writeTailLocked() error {
 	if len(l.tail) == 0 {
@@ -129,9 +129,15 @@ func (l *Log) Checkpoint() error {
 	if l.active == nil {
 		return nil
 	}
-	if err := l.writeTailLocked(); err != nil {
+	// The owner appends to the tail meanwhile, waiting only for the write, not for the sync.
+	l.tailMu.Lock()
+	err := l.writeTailLocked()
+	if err != nil {
 		l.tailErr = err
 		l.hasFailed.Store(true)
+	}
+	l.tailMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("statelog: checkpoint %s: %w", l.dir, err)
 	}
 	if err := l.active.Sync(); err != nil {
@@ -145,8 +151,8 @@ func (l *Log) checkpointFailure() error {
 	if !l.hasFailed.Load() {
 		return nil
 	}
-	l.activeMu.Lock()
-	defer l.activeMu.Unlock()
+	l.tailMu.Lock()
+	defer l.tailMu.Unlock()
 	return l.tailErr
 }
 

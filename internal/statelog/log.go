@@ -39,8 +39,10 @@ type Log struct {
 	notable  bool // recovery repaired or removed something, or left an unknown file alone
 
 	// tail holds the frames of a journaled log not yet written to the active segment, where
-	// they start at byte tailAt; tailErr is a Checkpoint's failure to write them. activeMu
-	// guards the three: Checkpoint writes the tail out from the journal's goroutine.
+	// they start at byte tailAt; tailErr is a Checkpoint's failure to write them. tailMu guards
+	// the three: Checkpoint writes the tail out from the journal's goroutine (holding activeMu,
+	// then tailMu, whose holder may use active too).
+	tailMu  sync.Mutex
 	tail    []byte
 	tailAt  int64
 	tailErr error
