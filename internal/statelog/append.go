@@ -93,14 +93,19 @@ func (l *Log) Append(records [][]byte) (first int64, err error) {
 // next, would find them intact and build on them. If the cut fails too, the frame stays until a
 // reopen with Options.TruncateAfter removes it.
 func (l *Log) failAppend(err error, active *segment) error {
+	return l.failAppendAt(err, active.path, active.size)
+}
+
+// failAppendAt is failAppend, cutting the active segment, at path, to size.
+func (l *Log) failAppendAt(err error, path string, size int64) error {
 	err = l.fail(err)
-	cut := l.active.Truncate(active.size)
+	cut := l.active.Truncate(size)
 	if cut == nil {
 		cut = l.active.Sync()
 	}
 	if cut != nil {
 		l.logger.Error("could not cut a failed append off the log; it goes when the log is reopened at its durable end",
-			zap.String("segment", active.path), zap.Int64("durable_size", active.size), zap.Error(cut))
+			zap.String("segment", path), zap.Int64("durable_size", size), zap.Error(cut))
 	}
 	return err
 }

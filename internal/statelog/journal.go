@@ -71,18 +71,18 @@ func (l *Log) journal(records [][]byte, frameSize int, first int64, active *segm
 // end of active: the frame leaves the tail (or, written out by a Checkpoint since, the segment,
 // cut by failAppend), and the acknowledged frames before it are written out, so that the log
 // holds them when it is reopened. If that write fails too, only a restart recovers them
-// (ErrHeldInJournal).
+// (ErrHeldInJournal), and the segment is cut where the tail started.
 func (l *Log) failJournaled(err error, active *segment) error {
 	l.tailMu.Lock()
+	defer l.tailMu.Unlock()
 	if keep := active.size - l.tailAt; keep >= 0 && keep <= int64(len(l.tail)) {
 		l.tail = l.tail[:keep]
 	} else {
 		l.tail, l.tailAt = l.tail[:0], active.size
 	}
 	if werr := l.writeTailLocked(); werr != nil {
-		err = errors.Join(err, werr)
+		return l.failAppendAt(errors.Join(err, werr), active.path, l.tailAt)
 	}
-	l.tailMu.Unlock()
 	return l.failAppend(err, active)
 }
 

@@ -219,3 +219,33 @@ func TestFailedTailWriteNeedsARestart(t *testing.T) {
 		})
 	}
 }
+
+// A journal write that fails while the tail cannot be written out either fails the log with
+// ErrHeldInJournal, and cuts the segment where the tail starts, not past what it holds.
+func TestFailedJournalWriteWithAnUnwritableTail(t *testing.T) {
+	mem := faultfs.NewCrashFS()
+	fsys, _, failing := segmentWrites(mem)
+	j := &fakeJournal{}
+	l := mustOpen(t, "/log", Options{FS: fsys, Journal: j})
+	for i := range 10 {
+		mustAppend(t, l, fixedBatch(uint64(i), 1, 200))
+	}
+	seg := filepath.Join("/log", segmentFiles(t, mem, "/log")[0])
+	f, err := mem.Open(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	written, err := f.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	j.fail = func([]byte) error { return errors.New("injected journal failure") }
+	if _, err := l.Append(fixedBatch(99, 1, 200)); !errors.Is(err, ErrHeldInJournal) {
+		t.Fatalf("Append with the journal and the segment failing: %v, want ErrHeldInJournal", err)
+	}
+	if size, err := f.Size(); err != nil || size != written {
+		t.Fatalf("the segment holds %d bytes (%v), want the %d it held before the tail", size, err, written)
+	}
+}
