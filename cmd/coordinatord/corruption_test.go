@@ -402,11 +402,13 @@ func TestRepairLogReportsTornTail(t *testing.T) {
 
 // damagedLastAppend acknowledges one write on a server with one state partition, stops the server
 // with sig, and flips a byte inside the last append of its log. It returns the log's directory,
-// its newest segment and that segment's damaged bytes.
+// its newest segment and that segment's damaged bytes. The server syncs its log at each append
+// (state.log.sync=file): with the journal, a killed server's log need not hold its last
+// appends, which only the journal does until the next start.
 func damagedLastAppend(t *testing.T, sig syscall.Signal) (logDir, newest string, data []byte) {
 	t.Helper()
 	dir := t.TempDir()
-	p := startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=1")
+	p := startProc(t, dir, "--override", "share.coordinator.state.topic.num.partitions=1", "--override", "state.log.sync=file")
 	ctx := ctxT(t)
 	mustInitialize(ctx, t, p, "g", topicA, 0, 1)
 	resp, err := p.state.WriteShareGroupState(ctx, writeReq("g", topicA, 0, 0, &pb.StateBatch{FirstOffset: 0, LastOffset: 9, DeliveryState: 2, DeliveryCount: 1}))
