@@ -693,3 +693,45 @@ func TestRestartKeepsTheLargerFileForReuse(t *testing.T) {
 		t.Fatalf("the segment after a restart has an extent of %d bytes, want the %d of the file prepared before", extent, 64<<10)
 	}
 }
+
+// A preparation after a checkpoint syncs its zeros a MiB at a time, spread over the time it is
+// given, and stops between two MiBs once the journal closes.
+func TestPreparationSpreadsItsZeros(t *testing.T) {
+	fsys := faultfs.NewCrashFS()
+	var syncs atomic.Int64
+	inj := faultfs.Wrap(fsys, faultfs.InjectorFunc(func(op faultfs.Op) error {
+		if op.Kind == faultfs.OpSync {
+			syncs.Add(1)
+		}
+		return nil
+	}))
+	f, err := inj.Create("/prepared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const spread = 200 * time.Millisecond
+	began := time.Now()
+	if err := zeroFillSpread(nil, f, 0, 4<<20, spread); err != nil {
+		t.Fatal(err)
+	}
+	// Pauses after the first three MiBs, until a quarter, a half and three quarters of spread.
+	if took := time.Since(began); took < spread*3/4 {
+		t.Fatalf("4 MiB of zeros took %v, want them spread over at least %v", took, spread*3/4)
+	}
+	if n := syncs.Load(); n != 4 {
+		t.Fatalf("%d syncs, want one per MiB", n)
+	}
+	if size, err := f.Size(); err != nil || size != 4<<20 {
+		t.Fatalf("the file holds %d bytes (%v), want 4 MiB", size, err)
+	}
+
+	stop := make(chan struct{})
+	close(stop)
+	if err := zeroFillSpread(stop, f, 4<<20, 8<<20, spread); !errors.Is(err, errStopped) {
+		t.Fatalf("a preparation told to stop: %v, want errStopped", err)
+	}
+	if size, err := f.Size(); err != nil || size != 5<<20 {
+		t.Fatalf("a stopped preparation left %d bytes (%v), want the MiB under way written", size, err)
+	}
+}
