@@ -353,7 +353,7 @@ func (j *Journal) checkpointLoop() {
 	defer close(j.done)
 	tick := time.NewTicker(j.opts.CheckpointInterval)
 	defer tick.Stop()
-	j.prepare(j.opts.preparedSize(0, 0), 0)
+	j.prepare(j.opts.preparedSize(0, 0))
 	for {
 		select {
 		case <-j.stop:
@@ -370,7 +370,7 @@ func (j *Journal) checkpointLoop() {
 			return
 		}
 		if closed.bytes > 0 {
-			j.prepare(j.opts.preparedSize(closed.bytes, closed.took), min(j.opts.CheckpointInterval/4, maxPrepareSpread))
+			j.prepare(j.opts.preparedSize(closed.bytes, closed.took))
 		}
 	}
 }
@@ -406,7 +406,7 @@ const minPreparedBytes = 1 << 20
 // over blocks instead of appending (see Options.PreallocateBytes). It runs on the checkpoint
 // loop, which alone renames the prepared file, while rounds go on. A failure only leaves the
 // journal appending: the file is removed and the next checkpoint prepares one again.
-func (j *Journal) prepare(size int64, spread time.Duration) {
+func (j *Journal) prepare(size int64) {
 	if j.opts.PreallocateBytes < 0 {
 		return
 	}
@@ -421,11 +421,7 @@ func (j *Journal) prepare(size int64, spread time.Duration) {
 	if err == nil {
 		have, err = f.Size()
 		if err == nil && have < size {
-			if spread > 0 {
-				err = zeroFillSpread(j.stop, f, have, size, spread)
-			} else {
-				err = zeroFillUnless(j.stop, f, have, size)
-			}
+			err = zeroFillUnless(j.stop, f, have, size)
 			if err == nil {
 				err = f.Sync()
 			}
@@ -647,40 +643,6 @@ func zeroFillUnless(stop <-chan struct{}, f vfs.File, from, size int64) error {
 		}
 		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-at)], at); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// maxPrepareSpread bounds the time a preparation after a checkpoint spreads its zeros over: a
-// quarter of the checkpoint interval, at most this, well before the segment it follows, sized to
-// hold a quarter more than an interval's rounds, reaches its extent.
-const maxPrepareSpread = 2500 * time.Millisecond
-
-// zeroFillSpread writes zeros to f from from to size a MiB at a time, syncing each, with pauses
-// that spread them over spread: many MiB written and then synced at once would hold the disk,
-// and the rounds' fdatasync behind it, for as long. It returns errStopped between two MiBs once
-// stop is closed.
-func zeroFillSpread(stop <-chan struct{}, f vfs.File, from, size int64, spread time.Duration) error {
-	zeros := make([]byte, min(size-from, 1<<20))
-	began := time.Now()
-	for at := from; at < size; at += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-at)], at); err != nil {
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			return err
-		}
-		done := at + int64(len(zeros)) - from
-		if done >= size-from {
-			break
-		}
-		wait := time.NewTimer(time.Until(began.Add(time.Duration(float64(spread) * float64(done) / float64(size-from)))))
-		select {
-		case <-stop:
-			wait.Stop()
-			return errStopped
-		case <-wait.C:
 		}
 	}
 	return nil
