@@ -21,8 +21,9 @@ const maxRetainedBuf = 1 << 20
 // wrapped in ErrFailed and is sticky: every later Append returns an error wrapping ErrFailed
 // until the log is closed and reopened. An empty batch is a no-op returning (EndOffset(), nil).
 //
-// The batch is one frame written with one write call: after a crash, recovery finds all of
-// it or none of it.
+// The batch is one checksummed frame, written with one write call (a journaled log's frames go
+// to the segment together later, 64 KiB at a time, and to the journal at once): after a crash,
+// recovery finds all of it or none of it.
 func (l *Log) Append(records [][]byte) (first int64, err error) {
 	if err := l.usable(); err != nil {
 		return 0, err

@@ -6,7 +6,9 @@
 //
 //   - Append writes a batch of records as one frame with one write call and returns after an
 //     fdatasync (or, for a log in a SyncGroup, after a file-system sync that started after the
-//     write): an acknowledged batch survives any crash. A batch is atomic: recovery finds all
+//     write; for a journaled log, once the journal holds the frame durably, the log writing it
+//     out to its segment later, 64 KiB of frames at a time or at the journal's checkpoint): an
+//     acknowledged batch survives any crash. A batch is atomic: recovery finds all
 //     of it or none of it.
 //   - Open verifies every checksum of the live log. A torn tail of the newest segment (what an
 //     interrupted append leaves) is truncated and reported; any other damage fails Open with a
