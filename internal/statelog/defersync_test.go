@@ -102,3 +102,43 @@ func TestDeferSyncExcludesSyncGroup(t *testing.T) {
 		t.Fatal("Open with DeferSync and a SyncGroup succeeded")
 	}
 }
+
+// A log that defers its syncs writes its frames to its segment together, in writes of about
+// tailBytes; its reads see the frames not written out yet, and a Sync makes all of them durable.
+// A write-out that fails fails the log.
+func TestDeferSyncAppendsReachTheSegmentTogether(t *testing.T) {
+	mem := faultfs.NewCrashFS()
+	fsys, writes, failing := segmentWrites(mem)
+	l := mustOpen(t, "/log", Options{FS: fsys, DeferSync: true})
+	before := writes.Load() // the new segment's header
+	var model [][]byte
+	const appends = 2000
+	for i := range appends {
+		batch := fixedBatch(uint64(i), 1, 100)
+		mustAppend(t, l, batch)
+		model = append(model, batch...)
+	}
+	bytes := appends * frameLen(fixedBatch(0, 1, 100))
+	if got, most := writes.Load()-before, bytes/tailBytes+1; got > most {
+		t.Fatalf("%d appends of %d bytes made %d segment writes, want at most %d", appends, bytes, got, most)
+	}
+	checkRecords(t, readAll(t, l, 0), want(model, 0))
+
+	mustAppend(t, l, fixedBatch(appends, 1, 100))
+	model = append(model, fixedBatch(appends, 1, 100)...)
+	if err := l.Sync(); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	checkRecords(t, reopened(t, mem, "/log"), want(model, 0))
+
+	mustAppend(t, l, fixedBatch(appends+1, 1, 100))
+	failing.Store(true)
+	if err := l.Sync(); !errors.Is(err, ErrFailed) || errors.Is(err, ErrHeldInJournal) {
+		t.Fatalf("Sync whose write-out fails: %v, want ErrFailed (and not ErrHeldInJournal: no journal holds the frames)", err)
+	}
+	failing.Store(false)
+	if _, err := l.Append(fixedBatch(appends+2, 1, 100)); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Append after a failed write-out: %v, want ErrFailed", err)
+	}
+	checkRecords(t, reopened(t, mem, "/log"), want(model, 0))
+}
