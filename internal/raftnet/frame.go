@@ -1,6 +1,7 @@
 package raftnet
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -20,6 +21,9 @@ const (
 	// eagerBytes is the largest payload read into a buffer of its announced size at once; a
 	// larger one grows its buffer as its bytes arrive.
 	eagerBytes = 256 << 10
+	// readBufferBytes is the read buffer of a connection: a frame's header and payload, and
+	// the frames that arrived with them, come in one read call instead of two per frame.
+	readBufferBytes = 64 << 10
 )
 
 // Connection kinds, the last byte of the preface.
@@ -69,11 +73,16 @@ func putHeader(h []byte, payload []byte) {
 	binary.BigEndian.PutUint32(h[4:8], crc32.Checksum(payload, castagnoli))
 }
 
-// frameReader reads frames from one connection, reusing its buffer for payloads up to eagerBytes.
+// frameReader reads frames from one connection, through a buffer of readBufferBytes, reusing
+// its payload buffer for payloads up to eagerBytes.
 type frameReader struct {
 	r      io.Reader
 	header [frameHeaderSize]byte
 	buf    []byte
+}
+
+func newFrameReader(r io.Reader) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, readBufferBytes)}
 }
 
 // readHeader reads the next header and returns the payload's length and checksum.

@@ -264,7 +264,7 @@ func (t *Transport) serve(raw net.Conn) {
 			zap.String("peer.address", raw.RemoteAddr().String()), zap.Error(err))
 		return
 	}
-	fr := &frameReader{r: c}
+	fr := newFrameReader(c)
 	for {
 		if err := c.SetReadDeadline(time.Now().Add(t.opts.IdleTimeout)); err != nil {
 			return
