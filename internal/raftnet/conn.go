@@ -8,7 +8,8 @@ import (
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
 
-// peerConn is a connection to a peer that writes frames.
+// peerConn is a connection to a peer that writes frames: a snapshot connection's, or, once
+// dialed, a stream's.
 type peerConn struct {
 	conn        net.Conn
 	sendTimeout time.Duration
@@ -27,18 +28,12 @@ type marshaler interface {
 func (c *peerConn) send(m marshaler) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	size := m.Size()
-	if need := frameHeaderSize + size; cap(c.buf) < need {
-		c.buf = make([]byte, need)
-	}
-	frame := c.buf[:frameHeaderSize+size]
-	n, err := m.MarshalTo(frame[frameHeaderSize:])
+	frame, err := marshalFrame(c.buf, m)
 	if err != nil {
 		return err
 	}
-	frame = frame[:frameHeaderSize+n]
-	putHeader(frame[:frameHeaderSize], frame[frameHeaderSize:])
-	if err := c.conn.SetWriteDeadline(time.Now().Add(c.sendTimeout * time.Duration(1+n/(4<<20)))); err != nil {
+	c.buf = frame[:0]
+	if err := c.conn.SetWriteDeadline(time.Now().Add(c.sendTimeout * time.Duration(1+len(frame)/(4<<20)))); err != nil {
 		return err
 	}
 	_, err = c.conn.Write(frame)
@@ -48,16 +43,23 @@ func (c *peerConn) send(m marshaler) error {
 	return err
 }
 
+// marshalFrame returns m as a frame, header and payload, in buf if it has room.
+func marshalFrame(buf []byte, m marshaler) ([]byte, error) {
+	size := m.Size()
+	if need := frameHeaderSize + size; cap(buf) < need {
+		buf = make([]byte, need)
+	}
+	frame := buf[:frameHeaderSize+size]
+	n, err := m.MarshalTo(frame[frameHeaderSize:])
+	if err != nil {
+		return nil, err
+	}
+	frame = frame[:frameHeaderSize+n]
+	putHeader(frame[:frameHeaderSize], frame[frameHeaderSize:])
+	return frame, nil
+}
+
 func (c *peerConn) close() { _ = c.conn.Close() }
-
-// messageConn carries Raft message batches (raftio.IConnection).
-type messageConn struct{ *peerConn }
-
-// Close implements raftio.IConnection.
-func (c *messageConn) Close() { c.close() }
-
-// SendMessageBatch implements raftio.IConnection.
-func (c *messageConn) SendMessageBatch(batch pb.MessageBatch) error { return c.send(&batch) }
 
 // snapshotConn carries snapshot chunks (raftio.ISnapshotConnection).
 type snapshotConn struct{ *peerConn }

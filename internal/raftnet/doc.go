@@ -11,6 +11,12 @@
 // within its time to arrive closes its connection. Writes to a peer fail
 // past the send timeout, and dragonboat then connects again.
 //
+// dragonboat opens several message connections to each peer, each for some of the Raft shards;
+// they share one stream (one TCP connection) per peer, on which the batches sent while another
+// is being written go out together in one write, and each connection is read through a 64 KiB
+// buffer: a step's batches to a peer cost about one write and one read, not one per connection
+// and two per frame.
+//
 // With TLS (Options.TLS) both ends authenticate: the port asks for and verifies the peer's
 // certificate against the peer CA, and a node connecting verifies the certificate of the peer it
 // dials against the same CA and the host name it dials, and presents its own. A process without a

@@ -150,6 +150,9 @@ type Transport struct {
 	conns    map[net.Conn]struct{} // accepted, open
 	closed   bool
 
+	streamsMu sync.Mutex
+	streams   map[string]*stream // by target: the connection for Raft messages to it
+
 	stop    chan struct{}
 	closing context.Context // ends with Close
 	cancel  context.CancelFunc
@@ -185,7 +188,8 @@ func (t *Transport) Addr() net.Addr {
 	return t.listener.Addr()
 }
 
-// Close stops listening, closes every accepted connection and waits for their goroutines.
+// Close stops listening, closes every accepted connection and every stream to a peer, and waits
+// for the accepted connections' goroutines.
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	if t.closed {
@@ -202,6 +206,11 @@ func (t *Transport) Close() error {
 		_ = c.Close()
 	}
 	t.mu.Unlock()
+	t.streamsMu.Lock()
+	for _, s := range t.streams {
+		_ = s.conn.Close()
+	}
+	t.streamsMu.Unlock()
 	t.workers.Wait()
 	return nil
 }
@@ -398,15 +407,6 @@ func (t *Transport) logReadError(raw net.Conn, err error) {
 		t.warn.Info("replication port: closed a connection that sent nothing, or not in time",
 			zap.String("peer.address", raw.RemoteAddr().String()), zap.Error(err))
 	}
-}
-
-// GetConnection implements raftio.ITransport: a connection for Raft messages to target.
-func (t *Transport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
-	c, err := t.dial(ctx, target, kindMessages)
-	if err != nil {
-		return nil, err
-	}
-	return &messageConn{peerConn: c}, nil
 }
 
 // GetSnapshotConnection implements raftio.ITransport: a connection for snapshot chunks to target.

@@ -343,7 +343,7 @@ func TestCloseEndsEveryConnection(t *testing.T) {
 	if err := b.t.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitClosed(t, conn.(*messageConn).conn)
+	waitClosed(t, conn.(*messageConn).s.conn)
 	if _, err := net.Dial("tcp", b.addr()); err == nil {
 		t.Fatal("the port still accepts connections after Close")
 	}
