@@ -20,8 +20,7 @@
 //
 // An entry is acknowledged once Raft committed it, that is once it is in the Raft logs of a
 // majority of replicas, on disk. The replica's statelog therefore defers its syncs
-// (statelog.Options.DeferSync, which also keeps its frames in memory until 64 KiB of them or the
-// Sync): a Sync, asked for by dragonboat before each of its snapshots or
+// (statelog.Options.DeferSync): a Sync, asked for by dragonboat before each of its snapshots or
 // made by the replica every SyncInterval, syncs the statelog and then records the index of the
 // last entry applied together with the log's end offset in the applied file. dragonboat
 // compacts its Raft log only up to a synced index, and a replica that restarts reopens its

@@ -14,8 +14,7 @@ const maxRetainedBuf = 1 << 20
 
 // Append writes records as one atomic batch and returns after it is durable (written and
 // fdatasync'ed, made durable by a file-system sync of the log's SyncGroup that started after
-// the write, or written to the log's Journal, which synced it; with DeferSync it returns once the
-// frame is in the log's tail, durable at the next Sync). first is the offset of
+// the write, or written to the log's Journal, which synced it). first is the offset of
 // records[0]; offsets are dense. A record larger than MaxRecordBytes → ErrRecordTooLarge, a
 // batch whose payload exceeds MaxBatchBytes → ErrBatchTooLarge, both before any I/O (not
 // sticky). Any write/sync/roll error is returned

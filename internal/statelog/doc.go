@@ -8,8 +8,7 @@
 //     fdatasync (or, for a log in a SyncGroup, after a file-system sync that started after the
 //     write; for a journaled log, once the journal holds the frame durably, the log writing it
 //     out to its segment later, 64 KiB of frames at a time or at the journal's checkpoint): an
-//     acknowledged batch survives any crash. A log that defers its syncs (Options.DeferSync)
-//     returns once the frame is in its tail, written out the same way and at Sync. A batch is atomic: recovery finds all
+//     acknowledged batch survives any crash. A batch is atomic: recovery finds all
 //     of it or none of it.
 //   - Open verifies every checksum of the live log. A torn tail of the newest segment (what an
 //     interrupted append leaves) is truncated and reported; any other damage fails Open with a
