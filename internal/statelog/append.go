@@ -21,10 +21,9 @@ const maxRetainedBuf = 1 << 20
 // wrapped in ErrFailed and is sticky: every later Append returns an error wrapping ErrFailed
 // until the log is closed and reopened. An empty batch is a no-op returning (EndOffset(), nil).
 //
-// The batch is one checksummed frame, written with one write call (the frames of a journaled log
-// or of one that defers its syncs go to the segment together later, 64 KiB at a time; a
-// journaled log's go to the journal at once): after a crash, recovery finds all of it or none
-// of it.
+// The batch is one checksummed frame, written with one write call (a journaled log's frames go
+// to the segment together later, 64 KiB at a time, and to the journal at once): after a crash,
+// recovery finds all of it or none of it.
 func (l *Log) Append(records [][]byte) (first int64, err error) {
 	if err := l.usable(); err != nil {
 		return 0, err
@@ -57,8 +56,8 @@ func (l *Log) Append(records [][]byte) (first int64, err error) {
 	}
 
 	took := -1.0 // a sync group or journal records its own syncs
-	if l.opts.Journal != nil || l.opts.DeferSync {
-		if err := l.buffer(records, frameSize, first, active); err != nil {
+	if l.opts.Journal != nil {
+		if err := l.journal(records, frameSize, first, active); err != nil {
 			return 0, err
 		}
 	} else if err := l.write(records, frameSize, first, active); err != nil {

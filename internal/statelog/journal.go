@@ -35,16 +35,15 @@ var ErrCheckpointFailed = errors.New("statelog: the log failed, so its appends m
 var ErrHeldInJournal = errors.New("statelog: acknowledged appends that the journal holds could not be written to the log; " +
 	"the process must be restarted, and its journal appends them again")
 
-// tailBytes is how much of its frames a journaled log, or one that defers its syncs, keeps
-// before it writes them out to the active segment in one write: the journal makes them durable,
-// or the owner holds them until it syncs, so each append need not be a write call of its own.
+// tailBytes is how much of a journaled log's frames Append keeps before it writes them out to
+// the active segment in one write: the journal makes them durable, so each append need not be
+// a write call of its own.
 const tailBytes = 64 << 10
 
-// buffer appends the frame of records, starting at offset first, to the log's tail, and writes
-// it to the journal, if the log has one, which makes it durable. The tail reaches the active
-// segment in one write once it holds tailBytes, or at a roll, Sync, Close, Replay, Snapshot or
-// Checkpoint.
-func (l *Log) buffer(records [][]byte, frameSize int, first int64, active *segment) error {
+// journal appends the frame of records, starting at offset first, to the log's tail, and writes
+// it to the journal, which makes it durable. The tail reaches the active segment in one write
+// once it holds tailBytes, or at a roll, Sync, Close, Replay, Snapshot or Checkpoint.
+func (l *Log) journal(records [][]byte, frameSize int, first int64, active *segment) error {
 	l.tailMu.Lock()
 	if len(l.tail) > 0 && len(l.tail)+frameSize > tailBytes {
 		if err := l.writeTailLocked(); err != nil {
@@ -60,9 +59,6 @@ func (l *Log) buffer(records [][]byte, frameSize int, first int64, active *segme
 	frame := l.tail[at:]
 	encodeFrame(frame, records, first)
 	l.tailMu.Unlock()
-	if l.opts.Journal == nil {
-		return nil
-	}
 	// Only the owner changes the tail's bytes: a Checkpoint may write the frame out meanwhile, but
 	// leaves it as it is.
 	if err := l.opts.Journal.Write(frame); err != nil {
@@ -92,7 +88,7 @@ func (l *Log) failJournaled(err error, active *segment) error {
 
 // flushTail writes the tail out to the active segment, for the owner.
 func (l *Log) flushTail() error {
-	if l.opts.Journal == nil && !l.opts.DeferSync {
+	if l.opts.Journal == nil {
 		return nil
 	}
 	l.tailMu.Lock()
@@ -101,18 +97,13 @@ func (l *Log) flushTail() error {
 }
 
 // writeTailLocked writes the tail out to the active segment; tailMu is held. A failed write
-// leaves the tail as it was, and returns an error wrapping ErrHeldInJournal for a journaled log
-// (a log that defers its syncs leaves its frames to its owner, which holds them until it syncs).
+// leaves the tail as it was, and returns an error wrapping ErrHeldInJournal.
 func (l *Log) writeTailLocked() error {
 	if len(l.tail) == 0 {
 		return nil
 	}
 	if _, err := l.active.WriteAt(l.tail, l.tailAt); err != nil {
-		err = fmt.Errorf("write %d bytes at byte %d of the active segment of %s: %w", len(l.tail), l.tailAt, l.dir, err)
-		if l.opts.Journal != nil {
-			return fmt.Errorf("%w: %w", ErrHeldInJournal, err)
-		}
-		return fmt.Errorf("statelog: %w", err)
+		return fmt.Errorf("%w: write %d bytes at byte %d of the active segment of %s: %w", ErrHeldInJournal, len(l.tail), l.tailAt, l.dir, err)
 	}
 	l.tailAt += int64(len(l.tail))
 	l.tail = l.tail[:0]

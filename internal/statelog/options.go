@@ -57,15 +57,13 @@ type Options struct {
 	// on the group's file system; Open and Load refuse a log elsewhere, and a log whose group
 	// has failed.
 	SyncGroup *SyncGroup
-	// DeferSync makes Append return once its frame is in the log, without syncing it: Sync makes
+	// DeferSync makes Append return once its frame is written, without syncing it: Sync makes
 	// every append before it durable, and Close syncs before it records the clean end. It is for
 	// a log that is a copy of records held durably elsewhere (a replica of a state partition,
 	// whose Raft log holds them until the replica syncs): after a crash, what followed the last
 	// Sync may be lost or torn anywhere past it, so the owner reopens the log with TruncateAfter
-	// set to the end of its last Sync. The log keeps its frames in a tail, written out to the
-	// segment in one write per 64 KiB of them, at a roll, Sync, Close, Replay or Snapshot: a
-	// process that dies loses what the tail held, as a power cut loses what was not synced. A
-	// sealed segment is synced when the log rolls past it. It cannot be combined with SyncGroup.
+	// set to the end of its last Sync. A sealed segment is synced when the log rolls past it.
+	// It cannot be combined with SyncGroup.
 	DeferSync bool
 	// Journal, when set, makes Append durable by writing its frame to a journal the node's logs
 	// share (one write and one fdatasync per round for all of them) instead of by syncing the
