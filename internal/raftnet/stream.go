@@ -2,6 +2,7 @@ package raftnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -130,15 +131,29 @@ func (t *Transport) GetConnection(ctx context.Context, target string) (raftio.IC
 		return nil, err
 	}
 	s := t.acquire(target, newStream(target, c))
+	if s == nil {
+		return nil, errTransportClosed
+	}
 	return &messageConn{t: t, s: s}, nil
 }
 
+// errTransportClosed is a connection asked for after Close.
+var errTransportClosed = errors.New("raftnet: the transport is closed")
+
 // acquire takes a reference to the working stream to target, if there is one; otherwise, with
 // fresh not nil, fresh becomes the stream to target. A fresh stream not needed (another dial
-// made one meanwhile) is closed.
+// made one meanwhile, or the transport closed: nil) is closed.
 func (t *Transport) acquire(target string, fresh *stream) *stream {
 	t.streamsMu.Lock()
 	defer t.streamsMu.Unlock()
+	select {
+	case <-t.stop: // Close closes the streams it finds after it closed stop
+		if fresh != nil {
+			_ = fresh.conn.Close()
+		}
+		return nil
+	default:
+	}
 	if s := t.streams[target]; s != nil && !s.failed() {
 		if fresh != nil {
 			_ = fresh.conn.Close()

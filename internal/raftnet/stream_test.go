@@ -127,3 +127,15 @@ func TestABrokenStreamIsDialedAgain(t *testing.T) {
 		t.Fatalf("the peer holds %d connections, want the new stream's only", n)
 	}
 }
+
+// A transport that closed opens no stream.
+func TestNoStreamAfterClose(t *testing.T) {
+	a, b := startPeer(t, Options{}), startPeer(t, Options{})
+	if err := a.t.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := a.t.GetConnection(context.Background(), b.addr()); err == nil {
+		c.Close()
+		t.Fatal("a closed transport opened a message connection")
+	}
+}
