@@ -33,7 +33,7 @@ func (c *peerConn) send(m marshaler) error {
 		return err
 	}
 	c.buf = frame[:0]
-	if err := c.conn.SetWriteDeadline(time.Now().Add(c.sendTimeout * time.Duration(1+len(frame)/(4<<20)))); err != nil {
+	if err := c.conn.SetWriteDeadline(time.Now().Add(sizedTimeout(c.sendTimeout, len(frame)))); err != nil {
 		return err
 	}
 	_, err = c.conn.Write(frame)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"time"
 )
 
 // MaxFrameBytes bounds one frame's payload: dragonboat's largest message batch (64 MiB) and
@@ -65,6 +66,12 @@ func readPreface(r io.Reader) (byte, error) {
 		return 0, fmt.Errorf("%w: unknown connection kind %d", errBadFrame, p[7])
 	}
 	return p[7], nil
+}
+
+// sizedTimeout is how long n bytes may take to cross a connection: timeout, and as much again per
+// 4 MiB of them.
+func sizedTimeout(timeout time.Duration, n int) time.Duration {
+	return timeout * time.Duration(1+n/(4<<20))
 }
 
 // putHeader writes the header of payload into h.

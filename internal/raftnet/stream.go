@@ -13,8 +13,8 @@ import (
 )
 
 // stream is the one connection for Raft messages to a peer, shared by every message connection
-// dragonboat opens to it (it opens several per peer, each for some of the Raft shards, and sends
-// on them at once after each step). Frames queued while another write is under way are written
+// dragonboat opens to it (it opens several per peer, each for some of the Raft shards, so one
+// step's messages to a peer go out on several of them). Frames queued while another write is under way are written
 // together after it, in one write call, and each send returns once its own frame is written: a
 // peer's batches of one step cost about one write and one read, not one per connection.
 type stream struct {
@@ -70,7 +70,7 @@ func (s *stream) writeLocked() {
 	buf, upto := s.pending, s.queued
 	s.pending, s.spare = s.spare[:0], nil
 	s.mu.Unlock()
-	err := s.conn.SetWriteDeadline(time.Now().Add(s.sendTimeout * time.Duration(1+len(buf)/(4<<20))))
+	err := s.conn.SetWriteDeadline(time.Now().Add(sizedTimeout(s.sendTimeout, len(buf))))
 	if err == nil {
 		_, err = s.conn.Write(buf)
 	}

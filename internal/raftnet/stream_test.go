@@ -24,11 +24,7 @@ func TestMessageConnectionsToAPeerShareOneStream(t *testing.T) {
 	const conns, perConn = 4, 50
 	var cs []raftio.IConnection
 	for range conns {
-		c, err := a.t.GetConnection(context.Background(), b.addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
+		cs = append(cs, a.connect(t, b))
 	}
 	arrived := make(chan []pb.MessageBatch)
 	go func() {
@@ -92,11 +88,7 @@ func TestMessageConnectionsToAPeerShareOneStream(t *testing.T) {
 // A stream that broke fails the sends on it; the next connection dials a new one.
 func TestABrokenStreamIsDialedAgain(t *testing.T) {
 	a, b := startPeer(t, Options{}), startPeer(t, Options{})
-	c1, err := a.t.GetConnection(context.Background(), b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close()
+	c1 := a.connect(t, b)
 	if err := c1.SendMessageBatch(batch(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +97,7 @@ func TestABrokenStreamIsDialedAgain(t *testing.T) {
 	if err := c1.SendMessageBatch(batch(1)); err == nil {
 		t.Fatal("a send on a broken stream succeeded")
 	}
-	c2, err := a.t.GetConnection(context.Background(), b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := a.connect(t, b)
 	if c2.(*messageConn).s == c1.(*messageConn).s {
 		t.Fatal("the new connection uses the broken stream")
 	}

@@ -347,7 +347,7 @@ func (t *Transport) handshake(raw net.Conn) (net.Conn, byte, error) {
 
 // bodyTimeout is how long a payload of n bytes may take to arrive.
 func (t *Transport) bodyTimeout(n int) time.Duration {
-	return t.opts.SendTimeout * time.Duration(1+n/(4<<20))
+	return sizedTimeout(t.opts.SendTimeout, n)
 }
 
 // deliver hands one payload to dragonboat and reports whether the connection goes on.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
 	"go.uber.org/goleak"
 
@@ -49,6 +50,17 @@ func startPeer(t *testing.T, o Options) *peer {
 
 func (p *peer) addr() string { return p.t.Addr().String() }
 
+// connect opens a message connection from p to q, closed when the test ends.
+func (p *peer) connect(t *testing.T, q *peer) raftio.IConnection {
+	t.Helper()
+	c, err := p.t.GetConnection(context.Background(), q.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 func batch(n int) pb.MessageBatch {
 	b := pb.MessageBatch{DeploymentId: 7, SourceAddress: "127.0.0.1:1", BinVer: 210}
 	for i := range n {
@@ -80,11 +92,7 @@ func nothingReceived[T any](t *testing.T, ch <-chan T, wait time.Duration) {
 
 func TestMessagesAndChunksArriveWhole(t *testing.T) {
 	a, b := startPeer(t, Options{}), startPeer(t, Options{})
-	conn, err := a.t.GetConnection(context.Background(), b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := a.connect(t, b)
 	for _, n := range []int{1, 50, 3000} { // the last one is larger than eagerBytes
 		want := batch(n)
 		if err := conn.SendMessageBatch(want); err != nil {
@@ -176,10 +184,7 @@ func TestMutualTLSAdmitsOnlyPeersOfTheCA(t *testing.T) {
 	fx := newTLSFixture(t)
 	nodeStore := store(t, fx.node1)
 	a, b := startPeer(t, Options{TLS: nodeStore}), startPeer(t, Options{TLS: nodeStore})
-	conn, err := a.t.GetConnection(context.Background(), b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := a.connect(t, b)
 	if err := conn.SendMessageBatch(batch(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -331,11 +336,7 @@ func TestConnectionBounds(t *testing.T) {
 
 func TestCloseEndsEveryConnection(t *testing.T) {
 	a, b := startPeer(t, Options{}), startPeer(t, Options{})
-	conn, err := a.t.GetConnection(context.Background(), b.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := a.connect(t, b)
 	if err := conn.SendMessageBatch(batch(1)); err != nil {
 		t.Fatal(err)
 	}
