@@ -176,6 +176,11 @@ func (n *Node) AddNode(ctx context.Context, id uint64, raftAddress string, repla
 	if err := checkHostPort(raftAddress); err != nil {
 		return 0, fmt.Errorf("%w: the replication address of node %d: %v", ErrMembership, id, err)
 	}
+	// The checks below read this node's metadata replica, which may not have applied the latest
+	// records yet (the founding members, a node just added): bring it up to date first.
+	if err := n.readMetadata(ctx); err != nil {
+		return 0, err
+	}
 	if len(n.meta.members()) == 0 {
 		return 0, ErrNotFormed
 	}

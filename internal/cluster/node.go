@@ -381,20 +381,40 @@ func (n *Node) proposeMetadata(ctx context.Context, c metadataCommand) (sm.Resul
 	if err != nil {
 		return sm.Result{}, err
 	}
+	var res sm.Result
+	err = n.retryMetadata(ctx, "commit to", func(attempt context.Context) (err error) {
+		res, err = n.nh.SyncPropose(attempt, n.nh.GetNoOPSession(metadataShardID), cmd)
+		return err
+	})
+	return res, err
+}
+
+// readMetadata waits until this node's metadata replica has applied every record committed
+// before the call (a read index), retrying while the metadata has no leader, until ctx ends.
+func (n *Node) readMetadata(ctx context.Context) error {
+	return n.retryMetadata(ctx, "read", func(attempt context.Context) error {
+		_, err := n.nh.SyncRead(attempt, metadataShardID, nil)
+		return err
+	})
+}
+
+// retryMetadata runs try with a bounded deadline per attempt (dragonboat needs one) until it
+// succeeds, ctx ends or the node closes; what names the operation in the error.
+func (n *Node) retryMetadata(ctx context.Context, what string, try func(context.Context) error) error {
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 3*time.Second)
-		res, err := n.nh.SyncPropose(attempt, n.nh.GetNoOPSession(metadataShardID), cmd)
+		err := try(attempt)
 		cancel()
 		if err == nil {
-			return res, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return sm.Result{}, fmt.Errorf("cluster: commit to the cluster metadata: %w (last attempt: %w)", ctx.Err(), err)
+			return fmt.Errorf("cluster: %s the cluster metadata: %w (last attempt: %w)", what, ctx.Err(), err)
 		}
 		select {
 		case <-ctx.Done():
 		case <-n.stop:
-			return sm.Result{}, ErrClosed
+			return ErrClosed
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
