@@ -28,6 +28,9 @@ type workloadOptions struct {
 	keys    int           // share partitions; 6 unless set
 	workers int           // concurrent callers; 4 unless set
 	pace    time.Duration // each worker starts at most one call per pace; 5 ms unless set
+	// pinned makes worker i call key i mod keys only, so that calls stuck on a slow key cannot
+	// hold every worker and starve the other keys: for tests that check each key's service.
+	pinned bool
 }
 
 // workload is a concurrent load of the Go client on a few share partitions (keys) of one group
@@ -195,6 +198,9 @@ func (w *workload) worker(id int) {
 		case <-pace.C:
 		}
 		k := rng.IntN(w.opts.keys)
+		if w.opts.pinned {
+			k = id % w.opts.keys
+		}
 		if rng.IntN(100) < 60 {
 			w.write(id, k)
 		} else {
