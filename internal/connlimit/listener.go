@@ -122,8 +122,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if reason == "" {
 			return lc, nil
 		}
-		_ = c.Close()
+		// Counted before it is closed, so whoever sees the close also sees the count.
 		l.refuse(reason, c.RemoteAddr())
+		_ = c.Close()
 	}
 }
 
